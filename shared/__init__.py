@@ -1,0 +1,1 @@
+"""Code shared by every recheck process: configuration, SQL, Redis keys and scripts, the CLI."""

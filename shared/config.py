@@ -1,0 +1,230 @@
+"""Configuration from RECHECK_* environment variables (and a .env file).
+
+Every value that ends up in SQL (table and column names, the database name) is checked
+against a strict identifier pattern here, so the SQL layer can quote it without further
+thought. Values are never pasted into SQL otherwise: data travels as query parameters.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Annotated, Literal
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from pydantic import AfterValidator, Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "RECHECK_"
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_CHECK_REF = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+_KEY_PREFIX = re.compile(r"[A-Za-z0-9_.-]{1,40}")
+MYSQL_TLS_OPTIONS = ("ssl_ca", "ssl_cert", "ssl_key", "ssl_verify_cert", "ssl_verify_identity")
+
+
+def _identifier(value: str) -> str:
+    if not _IDENTIFIER.fullmatch(value):
+        raise ValueError("must be a plain SQL identifier (letters, digits, _; not starting with a digit)")
+    return value
+
+
+def _check_ref(value: str) -> str:
+    if not _CHECK_REF.fullmatch(value):
+        raise ValueError("must look like package.module:function")
+    return value
+
+
+def _key_prefix(value: str) -> str:
+    if not _KEY_PREFIX.fullmatch(value):
+        raise ValueError("must be 1-40 characters of letters, digits, '_', '.', '-'")
+    return value
+
+
+def _mysql_url(value: str) -> str:
+    parse_mysql_url(value)
+    return value
+
+
+def _redis_url(value: str) -> str:
+    scheme = urlsplit(value).scheme
+    if scheme not in ("redis", "rediss", "unix"):
+        raise ValueError("must start with redis://, rediss:// or unix://")
+    return value
+
+
+Identifier = Annotated[str, AfterValidator(_identifier)]
+Seconds = Annotated[float, Field(gt=0, le=86_400 * 365)]
+
+
+class MySQLTarget:
+    """The parts of RECHECK_MYSQL_URL that PyMySQL needs."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        user: str,
+        password: str,
+        database: str,
+        unix_socket: str | None,
+        tls: dict[str, str],
+    ):
+        self.host, self.port, self.user, self.password = host, port, user, password
+        self.database, self.unix_socket, self.tls = database, unix_socket, tls
+
+
+def parse_mysql_url(url: str) -> MySQLTarget:
+    """mysql://user:password@host:port/database?ssl_ca=...&unix_socket=..."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("mysql", "mysql+pymysql", "mariadb"):
+        raise ValueError("must start with mysql://")
+    database = unquote(parts.path.lstrip("/"))
+    if not _IDENTIFIER.fullmatch(database):
+        raise ValueError(
+            "must name a database that is a plain identifier, e.g. mysql://root@host:3306/recheck"
+        )
+    options = dict(parse_qsl(parts.query))
+    unknown = set(options) - {*MYSQL_TLS_OPTIONS, "unix_socket"}
+    if unknown:
+        raise ValueError(f"has unknown option(s) {', '.join(sorted(unknown))}")
+    try:
+        port = parts.port or 3306
+    except ValueError:
+        raise ValueError("has a port that is not a number") from None
+    return MySQLTarget(
+        host=parts.hostname or "127.0.0.1",
+        port=port,
+        user=unquote(parts.username or "root"),
+        password=unquote(parts.password or ""),
+        database=database,
+        unix_socket=options.pop("unix_socket", None),
+        tls=options,
+    )
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced by ***, safe for logs and status output."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = parts.username or ""
+    return parts._replace(netloc=f"{user}:***@{netloc[1]}").geturl()
+
+
+class Settings(BaseSettings):
+    """Every knob of recheck. The env variable is RECHECK_ + the field name in upper case."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_file=".env", extra="ignore", validate_default=True
+    )
+
+    # Where things are.
+    mysql_url: Annotated[str, AfterValidator(_mysql_url)] = "mysql://root@127.0.0.1:3306/recheck"
+    redis_url: Annotated[str, AfterValidator(_redis_url)] = "redis://127.0.0.1:6379/0"
+    key_prefix: Annotated[str, AfterValidator(_key_prefix)] = "recheck"
+
+    # The table and its columns (see README "Pointing recheck at an existing table").
+    table: Identifier = "user_block_status"
+    id_column: Identifier = "user_id"
+    due_column: Identifier = "next_check_at"
+    checked_column: Identifier = "checked_at"
+    result_column: Identifier = "status"
+    count_column: Identifier = "check_count"
+    fail_column: Identifier = "fail_count"
+    error_column: Identifier = "last_error"
+
+    # What to do and how often.
+    interval: Seconds = 10.0
+    check: Annotated[str, AfterValidator(_check_ref)] = "workers.demo:check"
+    check_kind: Literal["auto", "batch", "row"] = "auto"
+    check_timeout: Seconds = 30.0
+    concurrency: Annotated[int, Field(ge=1, le=10_000)] = 50
+
+    # Batching and backpressure.
+    dispatch_batch: Annotated[int, Field(ge=1, le=50_000)] = 2000
+    worker_batch: Annotated[int, Field(ge=1, le=10_000)] = 500
+    high_water: Annotated[int, Field(ge=1, le=10_000_000)] = 20_000
+    poll_interval: Seconds = 0.05
+
+    # Liveness and recovery.
+    heartbeat_interval: Seconds = 1.0
+    heartbeat_ttl: Seconds = 5.0
+    reclaim_interval: Seconds = 1.0
+    sweep_interval: Seconds = 2.0
+    sweep_grace: Seconds = 3.0
+    orphan_after: Seconds = 120.0
+    orphan_interval: Seconds = 30.0
+    max_reclaims: Annotated[int, Field(ge=1, le=100)] = 3
+    leader_ttl: Seconds = 5.0
+    shutdown_timeout: Seconds = 10.0
+
+    # Failed checks are retried after retry_base, doubling each time, at most retry_max.
+    retry_base: Seconds = 1.0
+    retry_max: Seconds = 300.0
+
+    # Session time zone for recheck's MySQL connections; '' keeps the server's default.
+    db_time_zone: Annotated[str, Field(pattern=r"^$|^[+-]\d{2}:\d{2}$|^[A-Za-z_/]+$")] = "+00:00"
+
+    # Observability: /metrics on every process, the dashboard on each dispatcher (0 = off).
+    metrics_host: str = "127.0.0.1"
+    metrics_port: Annotated[int, Field(ge=0, le=65535)] = 9464
+    dashboard_host: str = "127.0.0.1"
+    dashboard_port: Annotated[int, Field(ge=0, le=65535)] = 8080
+
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["text", "json"] = "text"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        if self.heartbeat_ttl < 2 * self.heartbeat_interval:
+            raise ValueError("heartbeat_ttl: must be at least twice RECHECK_HEARTBEAT_INTERVAL")
+        if self.leader_ttl < 2 * self.heartbeat_interval:
+            raise ValueError("leader_ttl: must be at least twice RECHECK_HEARTBEAT_INTERVAL")
+        if self.retry_max < self.retry_base:
+            raise ValueError("retry_max: must not be smaller than RECHECK_RETRY_BASE")
+        columns = [
+            self.id_column,
+            self.due_column,
+            self.checked_column,
+            self.result_column,
+            self.count_column,
+            self.fail_column,
+            self.error_column,
+        ]
+        if len({c.lower() for c in columns}) != len(columns):
+            raise ValueError("id_column: the configured column names must all be different")
+        return self
+
+    @property
+    def mysql(self) -> MySQLTarget:
+        return parse_mysql_url(self.mysql_url)
+
+    def env_overrides(self) -> dict[str, str]:
+        """These settings as RECHECK_* variables, for child processes."""
+        return {f"{ENV_PREFIX}{name.upper()}": str(value) for name, value in self.model_dump().items()}
+
+
+def describe_error(error: ValidationError) -> list[str]:
+    """One line per bad variable: the variable's name and what is wrong, never a secret value."""
+    lines = []
+    for item in error.errors():
+        field = str(item["loc"][0]) if item["loc"] else ""
+        message = item["msg"].removeprefix("Value error, ")
+        if not field and ":" in message:  # model-level checks name their field first
+            field, message = (part.strip() for part in message.split(":", 1))
+        shown = ""
+        if "input" in item and field and not field.endswith("url") and not isinstance(item["input"], dict):
+            shown = f" (got {item['input']!r})"
+        lines.append(f"{ENV_PREFIX}{field.upper()}: {message}{shown}")
+    return lines
+
+
+def load_settings(**overrides) -> Settings:
+    """Settings from the environment; on a bad value print one line per variable and exit 2."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as error:
+        for line in describe_error(error):
+            print(f"recheck: configuration error: {line}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -1,0 +1,185 @@
+"""Throwaway MariaDB and Redis servers started from the machine's binaries.
+
+Used by the tests (each session gets its own servers on free ports, in a temporary
+directory, so a test can kill -9 or restart them without touching the machine's shared
+services) and by `recheck bench --private` (reproducible server settings). MariaDB runs with
+innodb_flush_log_at_trx_commit=2 unless told otherwise: that only changes what an OS crash
+could lose, not any behaviour the tests look at.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pymysql
+import redis
+
+MARIADBD = shutil.which("mariadbd", path="/usr/sbin:/usr/bin:/usr/local/sbin") or "/usr/sbin/mariadbd"
+INSTALL_DB = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db") or "mariadb-install-db"
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+
+
+def die_with_parent() -> None:
+    """In the child before exec: the kernel kills this server if the test process dies, so an
+    interrupted test run leaves no server behind (Linux prctl PR_SET_PDEATHSIG)."""
+    import ctypes
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(condition, timeout: float, what: str, interval: float = 0.05):
+    """Poll condition() until it returns a truthy value; fail with `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    last = "never evaluated"
+    while time.monotonic() < deadline:
+        try:
+            value = condition()
+            if value:
+                return value
+            last = f"returned {value!r}"
+        except Exception as error:  # the server may not be up yet; keep the reason
+            last = f"raised {type(error).__name__}: {error}"
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:g}s waiting for {what} (last attempt {last})")
+
+
+class MariaDBServer:
+    def __init__(self, root: Path, port: int | None = None, extra: tuple[str, ...] = ()):
+        self.root = Path(root)
+        self.port = port or free_port()
+        self.extra = extra
+        self.ssl: dict | None = None  # client TLS options, when the server requires TLS
+        self.datadir = self.root / "data"
+        self.process: subprocess.Popen | None = None
+
+    def install(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        command = [
+            INSTALL_DB,
+            "--no-defaults",
+            f"--datadir={self.datadir}",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+        ]
+        if os.geteuid() == 0:
+            command.append("--user=root")
+        subprocess.run(command, check=True, capture_output=True, timeout=120)
+
+    def start(self, timeout: float = 60) -> None:
+        if not self.datadir.exists():
+            self.install()
+        command = [
+            MARIADBD,
+            "--no-defaults",
+            f"--datadir={self.datadir}",
+            f"--port={self.port}",
+            "--bind-address=127.0.0.1",
+            f"--socket={self.root / 'mysqld.sock'}",
+            f"--pid-file={self.root / 'mysqld.pid'}",
+            f"--log-error={self.root / 'error.log'}",
+            "--skip-log-bin",
+            "--skip-name-resolve",
+            "--innodb-buffer-pool-size=512M",
+            "--innodb-log-file-size=256M",
+            "--innodb-flush-log-at-trx-commit=2",
+            "--max-connections=500",
+            *self.extra,
+        ]
+        if os.geteuid() == 0:
+            command.append("--user=root")
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent
+        )
+        wait_for(self._ready, timeout, f"mariadbd on port {self.port}")
+
+    def _ready(self) -> bool:
+        if self.process and self.process.poll() is not None:
+            raise RuntimeError(
+                f"mariadbd exited with {self.process.returncode}; see {self.root / 'error.log'}"
+            )
+        pymysql.connect(
+            host="127.0.0.1", port=self.port, user="root", connect_timeout=1, ssl=self.ssl
+        ).close()
+        return True
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(timeout=60)
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+
+    def url(self, database: str, user: str = "root", password: str = "") -> str:
+        auth = f"{user}:{password}" if password else user
+        return f"mysql://{auth}@127.0.0.1:{self.port}/{database}"
+
+    def connect(self, database: str | None = None, **kwargs) -> pymysql.connections.Connection:
+        """As root (the tests' administrator); pass ssl=... when the server requires TLS."""
+        return pymysql.connect(
+            host="127.0.0.1",
+            port=self.port,
+            user="root",
+            database=database,
+            autocommit=True,
+            ssl=self.ssl,
+            **kwargs,
+        )
+
+
+class RedisServer:
+    def __init__(self, root: Path, port: int | None = None, extra: tuple[str, ...] = ()):
+        self.root = Path(root)
+        self.port = port or free_port()
+        self.extra = extra
+        self.password: str | None = None
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 30) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        command = [
+            REDIS_SERVER,
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--save", "",
+            "--appendonly", "no",
+            "--dir", str(self.root),
+            "--logfile", str(self.root / "redis.log"),
+            *self.extra,
+        ]  # fmt: skip
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent
+        )
+        wait_for(lambda: self.client().ping(), timeout, f"redis-server on port {self.port}")
+
+    def client(self, **kwargs) -> redis.Redis:
+        """The tests' administrator client (default user, or the password set in .password)."""
+        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, **kwargs)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(timeout=30)
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+
+    def url(self, db: int = 0) -> str:
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/{db}"

@@ -1,0 +1,111 @@
+"""The shape every recheck process shares: a loop of poll() calls that survives outages.
+
+poll() does one unit of work and returns how many seconds to wait before the next call.
+stop() only sets an event, which also cuts the wait short. Signal handlers only record the
+signal and call stop(); a second signal exits at once (the reconciler covers what is left).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+
+from shared.config import Settings
+from shared.db import Database, DatabaseDown, probe
+from shared.keys import Keys
+from shared.outage import Outage
+from shared.presence import make_process_id
+from shared.redisconn import REDIS_DOWN, connect_redis
+from shared.scripts import Scripts
+
+log = logging.getLogger(__name__)
+
+
+class Service:
+    """A recheck process: its identity, its connections, its loop."""
+
+    role = "service"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.id = make_process_id()
+        self.keys = Keys(settings.key_prefix)
+        self.client = connect_redis(settings)
+        self.scripts = Scripts(self.client)
+        self.db = Database(settings)
+        self._stop = threading.Event()
+        self.signals_received = 0
+        # Shared by every thread of the process; "back" needs a successful probe.
+        self.redis_outage = Outage("redis", probe=self.client.ping)
+        self.mysql_outage = Outage("mysql", probe=lambda: probe(settings))
+
+    # Subclasses implement poll(); they may override startup() and shutdown().
+    def poll(self) -> float:
+        raise NotImplementedError
+
+    def startup(self) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        pass
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to `seconds`; True if stop() was called meanwhile."""
+        return self._stop.wait(seconds)
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame) -> None:
+        self.signals_received += 1
+        if self.signals_received > 1:
+            os.write(2, f"{self.role}: second signal, exiting now\n".encode())
+            os._exit(128 + signum)
+        self.stop()
+
+    def attempt(self, step):
+        """Run step(); (True, its result), or (False, backoff delay) if a server is away."""
+        ok, value = attempt(step, self.redis_outage, self.mysql_outage)
+        return ok, value
+
+    def run(self) -> None:
+        self.start_up()
+        self.loop()
+        self.shutdown()
+
+    def start_up(self) -> None:
+        """startup(), retried through outages until it succeeds or stop() is called."""
+        while not self.stopping:
+            ok, delay = self.attempt(self.startup)
+            if ok:
+                return
+            self.wait(delay)
+
+    def loop(self) -> None:
+        while not self.stopping:
+            _, wait = self.attempt(self.poll)  # a poll's wait, or the backoff after an outage
+            if wait:
+                self.wait(wait)
+
+
+def attempt(step, redis_outage: Outage, mysql_outage: Outage):
+    """Run step(); (True, its result), or (False, backoff delay) after logging an outage once."""
+    try:
+        result = step()
+    except REDIS_DOWN as error:
+        return False, redis_outage.failed(error)
+    except DatabaseDown as error:
+        return False, mysql_outage.failed(error)
+    redis_outage.ok()
+    mysql_outage.ok()
+    return True, result

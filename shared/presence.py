@@ -1,0 +1,49 @@
+"""Heartbeats: a process shows it is alive with a short-TTL key plus an entry in a registry set.
+
+The reclaimer treats a registered worker without its key as dead; `recheck status` lists the
+live ones with the facts each put in its key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import time
+
+import redis
+
+
+def make_process_id() -> str:
+    """host-pid-random: unique across containers, restarts and machines."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"
+
+
+class Presence:
+    def __init__(self, client: redis.Redis, key: str, registry: str, member: str, ttl_seconds: float):
+        self.client = client
+        self.key = key
+        self.registry = registry
+        self.member = member
+        self.ttl_ms = round(ttl_seconds * 1000)
+        self.started = time.time()
+
+    def publish(self, facts: dict) -> None:
+        payload = {
+            "id": self.member,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started": round(self.started, 3),
+            **facts,
+        }
+        pipe = self.client.pipeline(transaction=True)
+        pipe.set(self.key, json.dumps(payload), px=self.ttl_ms)
+        pipe.sadd(self.registry, self.member)
+        pipe.execute()
+
+    def withdraw(self) -> None:
+        pipe = self.client.pipeline(transaction=True)
+        pipe.delete(self.key)
+        pipe.srem(self.registry, self.member)
+        pipe.execute()

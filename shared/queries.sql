@@ -1,0 +1,264 @@
+-- Every SQL statement recheck runs, by name. Read by shared/sql.py.
+--
+-- {table}, {id}, {due}, {checked}, {result}, {count}, {fails}, {error}, {due_index} and
+-- {database} are identifiers from the configuration, validated as plain identifiers and quoted
+-- with backticks before they are put here. Data only ever travels as %(name)s parameters.
+--
+-- Portability: every statement runs unchanged on MySQL 8.0+ and MariaDB 10.6+. No RETURNING,
+-- no VALUES ROW(...) (MySQL only), no VALUES (...) table constructor (MariaDB only). JSON_TABLE
+-- exists in both (MySQL 8.0.4, MariaDB 10.6) and turns one JSON parameter into a derived table,
+-- which is how a whole batch is written in one statement.
+--
+-- Due times cross the wire as integer milliseconds after 1970-01-01 00:00:00 of the DATETIME
+-- value itself: TIMESTAMPDIFF/INTERVAL arithmetic on DATETIME applies no time zone, so the
+-- value a worker fences on is exactly the value the dispatcher read.
+
+-- name: db_now
+-- The database clock. Due decisions use it, never a host clock.
+SELECT NOW(3)
+
+-- name: due_page
+-- The next page of rows due at least %(lateness_us)s ago and before %(before_due)s, after the
+-- keyset cursor, oldest first, as ONE string of queue entries "id:due_ms id:due_ms ...": one
+-- row to send and to parse instead of thousands (measured: 4.9 -> 1.6 us of CPU per row in
+-- all). The session sets group_concat_max_len high enough for the largest page (see db.py).
+-- The keyset is spelled out as `due > x OR (due = x AND id > y)`: with a row constructor
+-- `(due, id) > (x, y)` MariaDB and MySQL may range-scan on the first column only, which rereads
+-- every row sharing one due time (a bulk import) on every poll: O(backlog), not O(batch).
+-- GROUP_CONCAT keeps its own ORDER BY: the cursor is taken from the last entry.
+SELECT GROUP_CONCAT(page.entry ORDER BY page.due, page.row_id SEPARATOR ' ')
+FROM (
+    SELECT CONCAT({id}, ':', TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', {due}) DIV 1000) AS entry,
+           {due} AS due, {id} AS row_id
+    FROM {table}
+    WHERE {due} <= NOW(3) - INTERVAL %(lateness_us)s MICROSECOND
+      AND {due} < %(before_due)s
+      AND ({due} > %(after_due)s OR ({due} = %(after_due)s AND {id} > %(after_id)s))
+    ORDER BY {due}, {id}
+    LIMIT %(limit)s
+) AS page
+
+-- name: write_success
+-- Results of one batch, fenced: a row is written only if it still has the due time it was
+-- dispatched with, so a late or duplicate worker touches 0 rows. NOW(3) is the statement's
+-- start time on both servers, so checked_at and the next due time agree.
+UPDATE {table} AS t
+JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
+        row_id BIGINT UNSIGNED PATH '$[0]',
+        due_ms BIGINT PATH '$[1]',
+        result VARCHAR(1024) PATH '$[2]')) AS v
+  ON t.{id} = v.row_id
+ AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
+SET t.{result} = v.result,
+    t.{checked} = NOW(3),
+    t.{due} = NOW(3) + INTERVAL %(interval_us)s MICROSECOND,
+    t.{count} = t.{count} + 1,
+    t.{fails} = 0,
+    t.{error} = NULL
+
+-- name: record_failure
+-- First of two statements for failed rows (same transaction): count the failure, keep the error.
+-- Two statements because MySQL does not promise the order of assignments in a multi-table
+-- UPDATE, and the retry delay below depends on the new failure count.
+UPDATE {table} AS t
+JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
+        row_id BIGINT UNSIGNED PATH '$[0]',
+        due_ms BIGINT PATH '$[1]',
+        error VARCHAR(1024) PATH '$[2]')) AS v
+  ON t.{id} = v.row_id
+ AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
+SET t.{fails} = t.{fails} + 1,
+    t.{error} = v.error
+
+-- name: schedule_retry
+-- Second statement for failed rows: retry after retry_base * 2^(failures - 1), at most retry_max.
+UPDATE {table} AS t
+JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
+        row_id BIGINT UNSIGNED PATH '$[0]',
+        due_ms BIGINT PATH '$[1]')) AS v
+  ON t.{id} = v.row_id
+ AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
+SET t.{due} = NOW(3) + INTERVAL
+        LEAST(%(retry_max_ms)s, %(retry_base_ms)s << LEAST(GREATEST(t.{fails}, 1) - 1, 40)) * 1000 MICROSECOND
+
+-- name: quarantine
+-- Park rows whose check keeps killing workers: a due time in year 9999 is never reached, the
+-- reason goes to the error column. Fenced like a write-back. `recheck release` undoes it.
+UPDATE {table} AS t
+JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
+        row_id BIGINT UNSIGNED PATH '$[0]',
+        due_ms BIGINT PATH '$[1]')) AS v
+  ON t.{id} = v.row_id
+ AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
+SET t.{due} = TIMESTAMP'9999-12-31 00:00:00',
+    t.{error} = %(reason)s
+
+-- name: release
+-- Put quarantined rows back: due now, error cleared.
+UPDATE {table}
+SET {due} = NOW(3), {error} = NULL, {fails} = 0
+WHERE {id} IN %(ids)s AND {due} = TIMESTAMP'9999-12-31 00:00:00'
+
+-- name: count_rows
+SELECT COUNT(*) FROM {table}
+
+-- name: count_due
+-- Rows due at least %(lateness_us)s ago, counted through the index and capped so that status
+-- costs O(cap) even with a huge backlog. Quarantined rows (year 9999) are never due.
+SELECT COUNT(*) FROM (
+    SELECT 1 FROM {table}
+    WHERE {due} <= NOW(3) - INTERVAL %(lateness_us)s MICROSECOND
+    LIMIT %(cap)s) AS due_rows
+
+-- name: oldest_lateness
+-- Seconds the most overdue row is past its due time (negative: nothing is due). One index probe.
+SELECT TIMESTAMPDIFF(MICROSECOND, MIN({due}), NOW(3)) / 1000000 FROM {table}
+
+-- name: count_stale
+-- Rows not quarantined whose last completed check is older than %(age_us)s, or never checked.
+-- A full scan (the checked column has no index): for end-of-run summaries, never for loops.
+SELECT COUNT(*) FROM {table}
+WHERE ({checked} IS NULL OR {checked} < NOW(3) - INTERVAL %(age_us)s MICROSECOND)
+  AND {due} <> TIMESTAMP'9999-12-31 00:00:00'
+
+-- name: list_failing
+-- Rows whose last check failed, with the error. A scan (fail_count has no index): sampled
+-- every 30 s by the dashboard, never in a loop.
+SELECT {id}, {fails}, {error} FROM {table}
+WHERE {fails} > 0 AND {due} <> TIMESTAMP'9999-12-31 00:00:00'
+LIMIT %(limit)s
+
+-- name: count_quarantined
+SELECT COUNT(*) FROM {table} WHERE {due} = TIMESTAMP'9999-12-31 00:00:00'
+
+-- name: list_quarantined
+SELECT {id}, {error} FROM {table}
+WHERE {due} = TIMESTAMP'9999-12-31 00:00:00'
+ORDER BY {id}
+LIMIT %(limit)s
+
+-- name: create_database
+CREATE DATABASE IF NOT EXISTS {database}
+
+-- name: create_table
+CREATE TABLE IF NOT EXISTS {table} (
+    {id} BIGINT UNSIGNED NOT NULL,
+    {result} VARCHAR(255) NULL,
+    {checked} DATETIME(3) NULL,
+    {due} DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+    {count} INT UNSIGNED NOT NULL DEFAULT 0,
+    {fails} INT UNSIGNED NOT NULL DEFAULT 0,
+    {error} VARCHAR(255) NULL,
+    PRIMARY KEY ({id}),
+    KEY {due_index} ({due}, {id})
+) ENGINE=InnoDB
+
+-- name: table_columns
+SELECT COLUMN_NAME, DATA_TYPE, CHARACTER_MAXIMUM_LENGTH, IS_NULLABLE
+FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %(table)s
+
+-- name: table_indexes
+SELECT INDEX_NAME, NON_UNIQUE, SEQ_IN_INDEX, COLUMN_NAME
+FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %(table)s
+ORDER BY INDEX_NAME, SEQ_IN_INDEX
+
+-- name: max_id
+SELECT COALESCE(MAX({id}), 0) FROM {table}
+
+-- name: seed_rows
+-- Up to 100,000 rows per statement, generated by the server from a cross join of digit
+-- tables (portable: no sequence engine, no recursive CTE limits). Row k of the whole seed
+-- (k = %(offset)s + n) is due at base + k * spread / total: evenly over one interval.
+INSERT INTO {table} ({id}, {due})
+SELECT %(first)s + n,
+       CAST(%(base)s AS DATETIME(3)) + INTERVAL ((%(offset)s + n) * %(spread_us)s DIV %(total)s) MICROSECOND
+FROM (SELECT d1.d + 10 * d2.d + 100 * d3.d + 1000 * d4.d + 10000 * d5.d AS n
+      FROM (SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4
+      UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) AS d1,
+      (SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4
+      UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) AS d2,
+      (SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4
+      UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) AS d3,
+      (SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4
+      UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) AS d4,
+      (SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4
+      UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) AS d5) AS seq
+WHERE n < %(count)s
+
+-- name: truncate
+TRUNCATE TABLE {table}
+
+-- ---------------------------------------------------------------------------------------
+-- Benchmark only (`recheck bench`): the table, and the MySQL queue-table strategies of the
+-- seed articles that recheck is compared with. Each claims due rows its own way, then
+-- writes them back with write_success, exactly as recheck's workers do.
+
+-- name: bench_create_table
+-- The default layout plus `owner`, the column the UPDATE...LIMIT and LAST_INSERT_ID strategies
+-- claim rows with (indexed, as in the articles; recheck never writes it, so its index costs
+-- recheck nothing).
+CREATE TABLE {table} (
+    {id} BIGINT UNSIGNED NOT NULL,
+    {result} VARCHAR(255) NULL,
+    {checked} DATETIME(3) NULL,
+    {due} DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+    {count} INT UNSIGNED NOT NULL DEFAULT 0,
+    {fails} INT UNSIGNED NOT NULL DEFAULT 0,
+    {error} VARCHAR(255) NULL,
+    owner BIGINT UNSIGNED NOT NULL DEFAULT 0,
+    PRIMARY KEY ({id}),
+    KEY {due_index} ({due}, {id}),
+    KEY bench_owner (owner)
+) ENGINE=InnoDB
+
+-- name: bench_drop_table
+DROP TABLE IF EXISTS {table}
+
+-- name: bench_claim_for_update
+-- SELECT ... FOR UPDATE: every worker locks the same oldest due rows, so they take turns.
+SELECT {id}, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', {due}) DIV 1000
+FROM {table}
+WHERE {due} <= NOW(3)
+ORDER BY {due}, {id}
+LIMIT %(limit)s
+FOR UPDATE
+
+-- name: bench_claim_skip_locked
+-- FOR UPDATE SKIP LOCKED (MySQL 8.0, MariaDB 10.6): workers skip each other's locked rows.
+SELECT {id}, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', {due}) DIV 1000
+FROM {table}
+WHERE {due} <= NOW(3)
+ORDER BY {due}, {id}
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED
+
+-- name: bench_claim_update_limit
+-- UPDATE ... SET owner = CONNECTION_ID() ... LIMIT n, then read back what was claimed.
+UPDATE {table}
+SET owner = CONNECTION_ID()
+WHERE owner = 0 AND {due} <= NOW(3)
+ORDER BY {due}, {id}
+LIMIT %(limit)s
+
+-- name: bench_claimed
+SELECT {id}, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', {due}) DIV 1000
+FROM {table}
+WHERE owner = CONNECTION_ID()
+
+-- name: bench_release
+UPDATE {table} SET owner = 0 WHERE owner = CONNECTION_ID()
+
+-- name: bench_claim_last_insert_id
+-- The LAST_INSERT_ID(id) trick: claim one row and learn its id without a SELECT ... FOR UPDATE.
+UPDATE {table}
+SET owner = CONNECTION_ID(), {id} = LAST_INSERT_ID({id})
+WHERE owner = 0 AND {due} <= NOW(3)
+ORDER BY {due}, {id}
+LIMIT 1
+
+-- name: bench_last_claimed
+SELECT {id}, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', {due}) DIV 1000
+FROM {table}
+WHERE {id} = LAST_INSERT_ID()

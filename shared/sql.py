@@ -1,0 +1,54 @@
+"""Load shared/queries.sql and render it for the configured table and columns."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+
+from shared.config import Settings
+
+_NAME_LINE = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+
+
+@cache
+def raw_queries() -> dict[str, str]:
+    """name -> statement template, comments dropped."""
+    text = resources.files("shared").joinpath("queries.sql").read_text()
+    parts = _NAME_LINE.split(text)
+    queries = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        lines = [line for line in body.splitlines() if line.strip() and not line.lstrip().startswith("--")]
+        queries[name] = "\n".join(lines)
+    return queries
+
+
+def quote(identifier: str) -> str:
+    # Identifiers were validated by Settings (letters, digits, underscore), so backticks suffice.
+    return f"`{identifier}`"
+
+
+class Queries:
+    """Every statement, ready to execute: ``Queries(settings).due_page``."""
+
+    def __init__(self, settings: Settings):
+        names = {
+            "table": settings.table,
+            "id": settings.id_column,
+            "due": settings.due_column,
+            "checked": settings.checked_column,
+            "result": settings.result_column,
+            "count": settings.count_column,
+            "fails": settings.fail_column,
+            "error": settings.error_column,
+            "due_index": "recheck_due",
+            "database": settings.mysql.database,
+        }
+        quoted = {key: quote(value) for key, value in names.items()}
+        self._rendered = {name: sql.format_map(quoted) for name, sql in raw_queries().items()}
+
+    def __getattr__(self, name: str) -> str:
+        try:
+            return self._rendered[name]
+        except KeyError:
+            raise AttributeError(f"no query named {name!r} in queries.sql") from None
