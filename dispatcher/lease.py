@@ -1,0 +1,62 @@
+"""The dispatcher leader lease: several dispatchers may run, exactly one dispatches.
+
+The leader renews a Redis key with a TTL from its dispatch loop; a standby tries to take it
+every heartbeat. A leader that stops renewing (killed, paused, stuck on a dead server) loses it
+within RECHECK_LEADER_TTL. Every push also checks the lease inside the same Lua script, so a
+deposed leader that wakes up late pushes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+
+from shared.keys import Keys
+from shared.scripts import Scripts
+
+log = logging.getLogger(__name__)
+
+
+class NotLeader(Exception):
+    """A push was refused: this dispatcher no longer holds the lease."""
+
+
+class Lease:
+    def __init__(self, client: redis.Redis, scripts: Scripts, keys: Keys, owner: str, ttl_seconds: float):
+        self.client = client
+        self.scripts = scripts
+        self.key = keys.leader
+        self.owner = owner
+        self.ttl_ms = round(ttl_seconds * 1000)
+        self.holder: str | None = None
+
+    @property
+    def held(self) -> bool:
+        return self.holder == self.owner
+
+    def hold(self) -> bool:
+        """Renew the lease if ours, take it if free. True if we hold it afterwards."""
+        was_held = self.held
+        holder = self.scripts.lease(
+            keys=[self.key], args=[self.owner, self.ttl_ms, "hold"], client=self.client
+        )
+        self.holder = holder.decode() if holder else None
+        if self.held and not was_held:
+            log.warning("dispatcher %s is now the leader", self.owner)
+        elif was_held and not self.held:
+            log.warning("dispatcher %s lost the lease to %s; standing by", self.owner, self.holder)
+        return self.held
+
+    def deposed(self) -> None:
+        """A push was refused: someone else holds the lease now."""
+        if self.held:
+            log.warning("dispatcher %s was deposed (its lease expired); standing by", self.owner)
+        self.holder = None
+
+    def release(self) -> None:
+        """Graceful stop: hand over at once instead of after the TTL."""
+        if self.held:
+            self.scripts.lease(keys=[self.key], args=[self.owner, self.ttl_ms, "release"], client=self.client)
+            self.holder = None
+            log.warning("dispatcher %s released the lease", self.owner)

@@ -1,0 +1,194 @@
+"""Maintenance jobs run by APScheduler inside the dispatcher process.
+
+Each job is an object with run_once(), an ordinary function tests call directly:
+
+- Reclaimer: gives back the ids held by workers whose heartbeat expired (kill -9, OOM, a
+  paused process), and quarantines ids that were reclaimed max_reclaims times.
+- Sweeper: rows overdue by more than sweep_grace that nothing holds (Redis lost its data,
+  rows inserted with an old due time) are dispatched again.
+- OrphanCollector: in-flight ids that no queue or worker holds any more are released, so they
+  cannot block their rows forever.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+
+from dispatcher.dispatcher import END, START, DuePusher
+from shared.config import Settings
+from shared.db import Database
+from shared.entries import batch_json, datetime_to_ms, parse_entries
+from shared.keys import Keys
+from shared.metrics import dispatcher_metrics
+from shared.scripts import Scripts
+from shared.sql import Queries
+
+log = logging.getLogger(__name__)
+
+SPLIT_WAYS = 8  # a dead worker's entries come back as this many batches (see reclaim.lua)
+
+
+class Job:
+    """What the MySQL-and-Redis jobs share; subclasses define run_once()."""
+
+    def __init__(self, settings: Settings, db: Database, client: redis.Redis, scripts: Scripts):
+        self.settings = settings
+        self.db = db
+        self.client = client
+        self.scripts = scripts
+        self.keys = Keys(settings.key_prefix)
+        self.queries = Queries(settings)
+
+
+class Reclaimer(Job):
+    def run_once(self) -> tuple[int, int]:
+        """Returns (ids reclaimed, ids quarantined) in this run."""
+        keys = self.keys
+        reclaimed = 0
+        for raw_worker in self.client.smembers(keys.workers):
+            worker = raw_worker.decode()
+            result = self.scripts.reclaim(
+                keys=[
+                    keys.heartbeat(worker),
+                    keys.processing(worker),
+                    keys.landing(worker),
+                    keys.suspects,
+                    keys.reclaims,
+                    keys.workers,
+                    keys.quarantine,
+                    keys.stats,
+                ],
+                args=[worker, self.settings.max_reclaims, SPLIT_WAYS],
+                client=self.client,
+            )
+            if result:
+                held, poisoned = result
+                reclaimed += held
+                dispatcher_metrics().reclaimed.inc(held)
+                log.warning(
+                    "worker %s stopped heartbeating; reclaimed %d ids (%d to quarantine)",
+                    worker,
+                    held,
+                    poisoned,
+                )
+        return reclaimed, self.quarantine_pending()
+
+    def quarantine_pending(self) -> int:
+        """Park ids that killed workers again and again: MySQL first, then Redis lets go."""
+        pending = self.client.hgetall(self.keys.quarantine)
+        if not pending:
+            return 0
+        items, malformed = parse_entries(list(pending.values()))
+        if items:
+            reason = (
+                "quarantined: its worker died while checking this row alone, "
+                f"after {self.settings.max_reclaims} deaths in all; `recheck release ID` to check it again"
+            )
+            self.db.execute(
+                self.queries.quarantine,
+                {"batch": batch_json((item.id, item.due_ms) for item in items), "reason": reason},
+            )
+            log.error("quarantined ids %s: %s", ", ".join(str(item.id) for item in items), reason)
+        ids = [item.entry.split(b":", 1)[0] for item in items] + [m.split(b":", 1)[0] for m in malformed]
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hdel(self.keys.inflight, *ids)
+        pipe.hdel(self.keys.quarantine, *pending.keys())
+        pipe.hdel(self.keys.reclaims, *ids)
+        pipe.hincrby(self.keys.stats, "quarantined", len(items))
+        pipe.execute()
+        dispatcher_metrics().quarantined.inc(len(items))
+        return len(items)
+
+
+class Sweeper:
+    """Dispatch rows overdue by more than sweep_grace that are not in flight.
+
+    Only rows behind the dispatcher's cursor: the dispatcher itself reads everything ahead of
+    it, and reading the same rows twice at once (as both would while catching up on a
+    backlog) lets a row finished between one's read and the other's push be queued again.
+    """
+
+    def __init__(self, settings: Settings, pusher: DuePusher, dispatcher_cursor=lambda: END):
+        self.settings = settings
+        self.pusher = pusher
+        self.dispatcher_cursor = dispatcher_cursor
+
+    def run_once(self, max_pages: int = 1000) -> int:
+        """Returns how many overdue ids were dispatched again (0 in healthy running)."""
+        settings = self.settings
+        cursor, pushed, depth = START, 0, self.pusher.queue_depth()
+        before_ms = self.dispatcher_cursor()[0]
+        guard = self.pusher.keys.sweep_guard
+        try:
+            for _ in range(max_pages):
+                room = settings.high_water - depth
+                if room <= 0:
+                    break
+                limit = min(settings.dispatch_batch, room)
+                page = self.pusher.push_page(
+                    cursor, limit, lateness_s=settings.sweep_grace, before_ms=before_ms, guard=guard
+                )
+                if page.read == 0:
+                    break
+                pushed += page.pushed
+                cursor, depth = page.cursor, page.depth
+                if page.read < limit:
+                    break
+        finally:
+            self.pusher.end_guard(guard)
+        if pushed:
+            log.warning(
+                "sweep: %d rows overdue by more than %.1fs were not in flight; dispatched them again",
+                pushed,
+                settings.sweep_grace,
+            )
+        return pushed
+
+
+class OrphanCollector(Job):
+    """Release in-flight ids (due more than orphan_after ago) that nothing holds."""
+
+    def candidates(self, cutoff_ms: int, limit: int = 1000) -> list[bytes]:
+        """id, due pairs in flight for a due time older than the cutoff (HSCAN: never blocks Redis)."""
+        found: list[bytes] = []
+        for row_id, due in self.client.hscan_iter(self.keys.inflight, count=1000):
+            if int(due) < cutoff_ms:
+                found += [row_id, due]
+                if len(found) >= 2 * limit:
+                    break
+        return found
+
+    def run_once(self) -> list[int]:
+        keys = self.keys
+        now_ms = datetime_to_ms(self.db.scalar(self.queries.db_now))
+        candidates = self.candidates(now_ms - round(self.settings.orphan_after * 1000))
+        if not candidates:
+            return []
+        for _ in range(5):
+            workers = sorted(w.decode() for w in self.client.smembers(keys.workers))
+            held_keys = [key for w in workers for key in (keys.processing(w), keys.landing(w))]
+            released = self.scripts.orphans(
+                keys=[
+                    keys.inflight,
+                    keys.queue,
+                    keys.suspects,
+                    keys.quarantine,
+                    keys.stats,
+                    keys.workers,
+                    *held_keys,
+                ],
+                args=[len(candidates) // 2, *candidates, *workers],
+                client=self.client,
+            )
+            if released != -1:
+                break
+        else:
+            return []  # workers kept changing; the next run will try again
+        ids = [int(r) for r in released]
+        if ids:
+            log.warning(
+                "released %d in-flight ids nothing held (e.g. %s); they will be swept", len(ids), ids[:5]
+            )
+        return ids
