@@ -1,0 +1,226 @@
+"""Fault injection: real processes and servers, one fault per test, invariants from MySQL.
+
+Timings are the tests' (interval 2 s, heartbeat TTL 1 s, reclaim every 0.25 s, leader lease
+1 s); each bound below is the README's formula with these timings. Run with `-s` to see each
+fault's figures (lateness, recovery time, duplicate checks).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import time
+
+import pymysql
+import pytest
+
+from shared.entries import parse_entries
+from shared.keys import Keys
+from shared.localservers import wait_for
+from shared.outage import MAX_BACKOFF
+from tests.chaos.harness import Cluster
+from tests.helpers import scalar
+
+
+@pytest.fixture
+def cluster(tmp_path, procs):
+    cluster = Cluster(tmp_path, procs)
+    yield cluster
+    cluster.close()
+
+
+def worker_bound(s) -> float:
+    """A dead worker's ids: heartbeat expiry + reclaim period + checking its batch one id at a time."""
+    return s.heartbeat_ttl + s.heartbeat_interval + s.reclaim_interval + 1.0
+
+
+def test_workers_killed_again_and_again_during_batches(cluster):
+    # Checks cost 1 ms a row (0.2 s a batch), so workers are caught holding ids; 4 workers have
+    # twice the capacity the 5,000 rows every 2 s need.
+    cluster.start(workers=4, check="tests.checks:row_cost", env={"TEST_CHECK_ROW_COST": "0.001"})
+    kills, lost_batches = 10, 0
+    for _ in range(kills):
+        cluster.pause(1.0)
+        lost_batches += cluster.kill_worker_mid_batch()
+        cluster.start_worker()  # what compose's restart policy or `recheck run` does
+    report = cluster.finish(f"kill -9 of a random worker mid-batch x{kills}")
+    s = cluster.settings
+    # Every id a killed worker held is checked again: that many duplicate checks, no more.
+    report.assert_invariants(bound_s=worker_bound(s) + 0.2, max_duplicates=lost_batches)
+    assert report.duplicates > 0  # the kills really landed mid-batch
+
+
+def test_dispatcher_killed_then_restarted(cluster):
+    cluster.start()
+    cluster.pause(2)
+    dispatcher = cluster.dispatchers[0]
+    dispatcher.kill()
+    dispatcher.wait()
+    cluster.note("kill -9 dispatcher")
+    down = 2.0
+    cluster.pause(down)
+    cluster.start_dispatcher()
+    cluster.note("dispatcher restarted")
+    report = cluster.finish("kill -9 of the dispatcher, restarted 2 s later")
+    # Rows due while no dispatcher ran wait for it: downtime + process start (~1.5 s) + a poll.
+    report.assert_invariants(bound_s=down + 3.0, max_duplicates=0)
+
+
+def leader_pid(cluster) -> int:
+    holder = cluster.redis.client().get(Keys(cluster.settings.key_prefix).leader)
+    assert holder, "no dispatcher holds the lease"
+    return int(holder.decode().split("-")[-2])  # ids are host-pid-random
+
+
+def test_leader_killed_standby_takes_over(cluster):
+    cluster.start(dispatchers=2)
+    cluster.pause(1)
+    keys = Keys(cluster.settings.key_prefix)
+    old = leader_pid(cluster)
+    victim = next(p for p in cluster.dispatchers if p.pid == old)
+    victim.kill()
+    killed = time.monotonic()
+    cluster.note(f"kill -9 leader pid {old}")
+    rds = cluster.redis.client()
+
+    def standby_dispatching():
+        holder = rds.get(keys.leader)
+        if not holder or int(holder.decode().split("-")[-2]) == old:
+            return False
+        beat = rds.get(keys.dispatcher_heartbeat(holder.decode()))
+        return beat and json.loads(beat).get("dispatched", 0) > 0
+
+    wait_for(standby_dispatching, 15, "the standby to take over and dispatch")
+    takeover = time.monotonic() - killed
+    cluster.note(f"standby leading and dispatching {takeover:.2f} s after the kill")
+    s = cluster.settings
+    bound = s.leader_ttl + s.heartbeat_interval + 0.5
+    assert takeover < bound, f"takeover {takeover:.2f} s, bound {bound:.2f} s"
+    report = cluster.finish("kill -9 of the leading dispatcher (2 running)")
+    report.assert_invariants(bound_s=bound + 1.0, max_duplicates=0)
+
+
+def test_two_dispatchers_active_for_a_moment_never_duplicate(cluster):
+    cluster.start(dispatchers=2)
+    keys = Keys(cluster.settings.key_prefix)
+    rds = cluster.redis.client()
+    old = leader_pid(cluster)
+    leader = next(p for p in cluster.dispatchers if p.pid == old)
+    leader.send_signal(signal.SIGSTOP)  # its lease expires while it cannot notice
+    cluster.note(f"SIGSTOP leader pid {old}")
+    wait_for(lambda: leader_pid(cluster) != old, 10, "the standby to take the lease")
+    leader.send_signal(signal.SIGCONT)  # it wakes up still believing it leads
+    cluster.note("SIGCONT old leader")
+    duplicates_in_queue = 0
+    for _ in range(40):  # sample the queue while both may try to push
+        entries = rds.lrange(keys.queue, 0, -1)
+        ids = [item.id for item in parse_entries(entries)[0]]
+        duplicates_in_queue += len(ids) - len(set(ids))
+        time.sleep(0.05)
+    assert duplicates_in_queue == 0
+    report = cluster.finish("leader paused past its lease, then resumed (split brain)")
+    assert "deposed" in cluster.procs.log_of(leader) or "lost the lease" in cluster.procs.log_of(leader)
+    s = cluster.settings
+    report.assert_invariants(bound_s=s.leader_ttl + s.heartbeat_interval + 1.5, max_duplicates=0)
+
+
+def test_redis_restarted_with_all_data_lost(cluster):
+    cluster.start()
+    cluster.pause(2)
+    cluster.redis.kill()
+    cluster.note("kill -9 redis (no persistence: everything in flight is gone)")
+    down = 2.0
+    cluster.pause(down)
+    cluster.redis.start()
+    cluster.note("redis back, empty")
+    report = cluster.finish("Redis restarted with all data lost")
+    s = cluster.settings
+    bound = down + MAX_BACKOFF + s.sweep_grace + s.sweep_interval
+    # Checks whose result was written but whose acknowledgement was lost with Redis are not
+    # repeated (the write moved the due time on); a batch in hand is written once, fenced.
+    report.assert_invariants(bound_s=bound, max_duplicates=len(cluster.workers) * s.worker_batch)
+
+
+def test_mariadb_killed_and_restarted(tmp_path, procs):
+    """A crash of the database server itself, durable settings (innodb_flush_log_at_trx_commit=1).
+
+    Batches in hand are written once MariaDB is back (fenced, so a retry after a lost reply is
+    safe), and rows the sweep rereads while those batches finish are not queued again: no check
+    is repeated.
+    """
+    cluster = Cluster(tmp_path, procs, mysql_extra=("--innodb-flush-log-at-trx-commit=1",))
+    try:
+        cluster.start()
+        cluster.pause(2)
+        cluster.conn.close()
+        cluster.mysql.kill()  # a crash, not a clean shutdown: InnoDB recovers on start
+        cluster.note("kill -9 mariadbd")
+        down = 2.0
+        cluster.pause(down)
+        cluster.mysql.start()
+        cluster.note("mariadbd back")
+        cluster.conn = cluster.mysql.connect("recheck")
+        s = cluster.settings
+        # Down time + reconnect backoff + crash recovery on start + a sweep.
+        bound = down + MAX_BACKOFF + 3.0 + s.sweep_grace + s.sweep_interval
+        report = cluster.finish("MariaDB killed and restarted", settle_s=bound)
+        report.assert_invariants(bound_s=bound, max_duplicates=0)
+    finally:
+        cluster.close()
+
+
+def test_a_paused_worker_is_reclaimed_and_its_late_write_changes_nothing(cluster):
+    cluster.start(workers=2)
+    keys = Keys(cluster.settings.key_prefix)
+    rds = cluster.redis.client()
+    # A worker with a slow check, so that it is paused while it holds a batch.
+    victim = cluster.start_worker(env={"RECHECK_CHECK": "tests.checks:slow", "TEST_CHECK_SLEEP": "1"})
+
+    def victim_holds():
+        ids = [w.decode() for w in rds.smembers(keys.workers) if f"-{victim.pid}-" in w.decode()]
+        held = rds.smembers(keys.processing(ids[0])) if ids else set()
+        return held if len(held) >= 10 else None
+
+    held = wait_for(victim_holds, 20, "the slow worker to hold a batch of 10 or more")
+    victim.send_signal(signal.SIGSTOP)
+    cluster.note(f"SIGSTOP worker pid {victim.pid} holding {len(held)} ids")
+    held_ids = [item.id for item in parse_entries(list(held))[0]]
+    marks = ",".join(["%s"] * len(held_ids))
+    rechecked = f"SELECT COUNT(*) FROM audit WHERE old_due >= %s AND row_id IN ({marks})"
+    paused_at = scalar(cluster.conn, "SELECT NOW(3)")
+    wait_for(lambda: scalar(cluster.conn, rechecked, (paused_at, *held_ids)) >= len(held_ids), 15,
+             "the paused worker's ids to be checked by others")  # fmt: skip
+    cluster.note("its ids were reclaimed and checked by the other workers")
+    victim.send_signal(signal.SIGCONT)
+    cluster.note("SIGCONT: it finishes its check and writes back late")
+    report = cluster.finish("worker paused past its heartbeat, then resumed")
+    log = cluster.procs.log_of(victim)
+    stale = int(log.split(" stale")[0].rsplit(" ", 1)[-1]) if " stale" in log else -1
+    cluster.note(f"the resumed worker's late write was fenced out: {stale} stale rows")
+    assert stale >= len(held_ids), log
+    s = cluster.settings
+    # The paused batch was checked twice: once by the paused worker (fenced out), once by others.
+    report.assert_invariants(bound_s=worker_bound(s) + 1.0, max_duplicates=2 * s.worker_batch)
+
+
+def test_connections_cut_from_the_server_side(cluster):
+    cluster.start()
+    rds = cluster.redis.client()
+    admin = cluster.mysql.connect()
+    for round_ in range(10):
+        cluster.pause(1.0)
+        killed_redis = rds.client_kill_filter(_type="normal", skipme=True)
+        with admin.cursor() as cursor:
+            cursor.execute(
+                "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = 'recheck' AND ID <> CONNECTION_ID()"
+            )
+            ids = [row[0] for row in cursor.fetchall()]
+            for connection_id in ids:
+                with contextlib.suppress(pymysql.err.MySQLError):  # it may have gone meanwhile
+                    cursor.execute("KILL %s", (int(connection_id),))
+        cluster.note(f"round {round_}: CLIENT KILL x{killed_redis}, MySQL KILL x{len(ids)}")
+    cluster.conn = cluster.mysql.connect("recheck")  # the harness's own connection was cut too
+    report = cluster.finish("connections cut from the server side x10 (Redis CLIENT KILL, MySQL KILL)")
+    s = cluster.settings
+    report.assert_invariants(bound_s=MAX_BACKOFF + s.sweep_grace + s.sweep_interval, max_duplicates=0)
