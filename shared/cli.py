@@ -84,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--watch", action="store_true", help="a live view, refreshed every second (Ctrl-C ends)"
     )
 
+    commands.add_parser("health", help="exit 0 if this container's recheck process is alive and heartbeating")
+
     release = commands.add_parser("release", help="put quarantined rows back into rotation")
     release.add_argument("ids", nargs="+", type=non_negative_int, metavar="ID")
     return parser
@@ -151,9 +153,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_init_db(settings: Settings, args) -> int:
-    from shared.schema import init_db
+    from shared.schema import create_app_user, init_db
 
-    return init_db(settings, args.apply, print)
+    code = init_db(settings, args.apply, print)
+    if code == 0 and settings.app_user:
+        create_app_user(settings, print)
+    return code
 
 
 def cmd_seed(settings: Settings, args) -> int:
@@ -277,6 +282,20 @@ def cmd_release(settings: Settings, args) -> int:
     return 0
 
 
+def cmd_health(settings: Settings, _args) -> int:
+    from pathlib import Path
+
+    from shared.health import check_health
+    from shared.redisconn import connect_redis
+
+    if not settings.health_file:
+        print("recheck health: RECHECK_HEALTH_FILE is not set (the image sets it)", file=sys.stderr)
+        return 2
+    healthy, why = check_health(Path(settings.health_file), connect_redis(settings))
+    print(f"{'healthy' if healthy else 'unhealthy'}: {why}")
+    return 0 if healthy else 1
+
+
 COMMANDS = {
     "init-db": cmd_init_db,
     "seed": cmd_seed,
@@ -287,6 +306,7 @@ COMMANDS = {
     "bench": cmd_bench,
     "status": cmd_status,
     "release": cmd_release,
+    "health": cmd_health,
 }
 
 

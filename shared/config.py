@@ -12,7 +12,7 @@ import sys
 from typing import Annotated, Literal
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from pydantic import AfterValidator, Field, ValidationError, model_validator
+from pydantic import AfterValidator, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "RECHECK_"
@@ -172,6 +172,14 @@ class Settings(BaseSettings):
     dashboard_host: str = "127.0.0.1"
     dashboard_port: Annotated[int, Field(ge=0, le=65535)] = 8080
 
+    # `recheck health`: each process writes its role, pid and heartbeat key here ('' = off).
+    health_file: str = ""
+
+    # `recheck init-db` also creates (or updates) this least-privilege MySQL user, with only
+    # SELECT and UPDATE on the table, for the dispatcher and workers ('' = don't).
+    app_user: Annotated[str, Field(pattern=r"^$|^[A-Za-z0-9_]{1,32}$")] = ""
+    app_password: SecretStr = SecretStr("")
+
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"
 
@@ -181,6 +189,8 @@ class Settings(BaseSettings):
             raise ValueError("heartbeat_ttl: must be at least twice RECHECK_HEARTBEAT_INTERVAL")
         if self.leader_ttl < 2 * self.heartbeat_interval:
             raise ValueError("leader_ttl: must be at least twice RECHECK_HEARTBEAT_INTERVAL")
+        if self.app_user and not self.app_password.get_secret_value():
+            raise ValueError("app_password: must be set when RECHECK_APP_USER is")
         if self.retry_max < self.retry_base:
             raise ValueError("retry_max: must not be smaller than RECHECK_RETRY_BASE")
         columns = [

@@ -14,9 +14,10 @@ import threading
 
 from shared.config import Settings
 from shared.db import Database, DatabaseDown, probe
+from shared.health import HealthFile, HealthRecord
 from shared.keys import Keys
 from shared.outage import Outage
-from shared.presence import make_process_id
+from shared.presence import Presence, make_process_id
 from shared.redisconn import REDIS_DOWN, connect_redis
 from shared.scripts import Scripts
 
@@ -27,6 +28,7 @@ class Service:
     """A recheck process: its identity, its connections, its loop."""
 
     role = "service"
+    presence: Presence  # the heartbeat; each role makes its own
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -80,7 +82,13 @@ class Service:
 
     def run(self) -> None:
         self.start_up()
-        self.loop()
+        health = HealthFile(self.settings.health_file)
+        if not self.stopping:
+            health.write(HealthRecord(self.role, self.id, os.getpid(), self.presence.key))
+        try:
+            self.loop()
+        finally:
+            health.remove()  # a stopping process no longer counts as healthy
         self.shutdown()
 
     def start_up(self) -> None:

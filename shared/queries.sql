@@ -140,6 +140,20 @@ LIMIT %(limit)s
 -- name: create_database
 CREATE DATABASE IF NOT EXISTS {database}
 
+-- name: create_app_user
+-- The least-privilege user of `init-db` (RECHECK_APP_USER). CREATE USER IF NOT EXISTS and
+-- ALTER USER ... IDENTIFIED BY are the same on MySQL 8 and MariaDB; the name and password are
+-- parameters (an account name may be a quoted string). Any host: containers' addresses change.
+CREATE USER IF NOT EXISTS %(user)s@'%%' IDENTIFIED BY %(password)s
+
+-- name: set_app_password
+-- Keeps the password in step with .env when it changes.
+ALTER USER %(user)s@'%%' IDENTIFIED BY %(password)s
+
+-- name: grant_app_user
+-- All the dispatcher, workers, `status` and `release` need: read and update the one table.
+GRANT SELECT, UPDATE ON {database}.{table} TO %(user)s@'%%'
+
 -- name: create_table
 CREATE TABLE IF NOT EXISTS {table} (
     {id} BIGINT UNSIGNED NOT NULL,

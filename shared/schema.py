@@ -134,3 +134,17 @@ def init_db(settings: Settings, apply: bool, say) -> int:
         return 0
     finally:
         db.close()
+
+
+def create_app_user(settings: Settings, say) -> None:
+    """Create or update RECHECK_APP_USER with SELECT and UPDATE on the table, nothing more."""
+    queries = Queries(settings)
+    params = {"user": settings.app_user, "password": settings.app_password.get_secret_value()}
+    db = Database(settings)
+    try:
+        db.execute(queries.create_app_user, params)
+        db.execute(queries.set_app_password, params)
+        db.execute(queries.grant_app_user, {"user": settings.app_user})
+    finally:
+        db.close()
+    say(f"user '{settings.app_user}'@'%' may SELECT and UPDATE {settings.mysql.database}.{settings.table}")

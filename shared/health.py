@@ -1,0 +1,81 @@
+"""`recheck health`: is the recheck process of this container alive and heartbeating?
+
+A process started with RECHECK_HEALTH_FILE set writes its role, pid and heartbeat key there
+once it is up, and removes the file when it begins to stop. The health command, run by the
+container engine in the same container and environment, answers from two facts: the pid still
+exists, and the heartbeat key (refreshed every RECHECK_HEARTBEAT_INTERVAL, expiring after
+RECHECK_HEARTBEAT_TTL) is still in Redis. A process that is stopped, killed, paused or cut off
+from Redis fails the check within the TTL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+
+
+@dataclass(frozen=True)
+class HealthRecord:
+    role: str
+    process_id: str
+    pid: int
+    heartbeat_key: str
+
+    @classmethod
+    def parse(cls, text: str) -> HealthRecord:
+        data = json.loads(text)
+        record = cls(data["role"], data["id"], data["pid"], data["key"])
+        if not (isinstance(record.pid, int) and isinstance(record.heartbeat_key, str)):
+            raise ValueError("pid must be a number and key a string")
+        return record
+
+    def dump(self) -> str:
+        fields = {"role": self.role, "id": self.process_id, "pid": self.pid, "key": self.heartbeat_key}
+        return json.dumps(fields)
+
+
+class HealthFile:
+    def __init__(self, path: str):
+        self.path = Path(path) if path else None
+
+    def write(self, record: HealthRecord) -> None:
+        if self.path is None:
+            return
+        partial = self.path.with_name(self.path.name + ".partial")
+        partial.write_text(record.dump())
+        partial.replace(self.path)  # atomic: the check never reads half a file
+
+    def remove(self) -> None:
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+
+
+def pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def check_health(path: Path, client: redis.Redis) -> tuple[bool, str]:
+    """(healthy, one line saying why)."""
+    try:
+        record = HealthRecord.parse(path.read_text())
+    except FileNotFoundError:
+        return False, f"no recheck process is running here ({path} is missing: not started yet, or stopping)"
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return False, f"cannot read {path}: {error}"
+    who = f"{record.role} {record.process_id} (pid {record.pid})"
+    if not pid_exists(record.pid):
+        return False, f"{who} is gone"
+    ttl_ms = client.pttl(record.heartbeat_key)
+    if ttl_ms < 0:
+        return False, f"{who} has not heartbeaten in time: stuck, paused or cut off from Redis"
+    return True, f"{who} is alive, heartbeat fresh ({ttl_ms / 1000:.1f} s left)"
