@@ -189,12 +189,13 @@ class Run:
                 {
                     "t": point["t"],
                     "checks_per_second": round((point["checked"] - previous["checked"]) / dt, 1) if dt else 0,
-                    "lateness_p99_s": quantile(step, SECONDS_BUCKETS, 0.99),
+                    "lateness_p99_s": at_most(quantile(step, SECONDS_BUCKETS, 0.99), point["lateness_max"]),
                     "lateness_max_s": point["lateness_max"],
                     "overdue_1s": point["overdue_1s"],
                     "overdue_2s": point["overdue_2s"],
                 }
             )
+        late_max = max((s["lateness_max"] for s in window[1:]), default=None) if steady else None
         return Result(
             strategy=self.strategy,
             mode=config.mode,
@@ -205,15 +206,22 @@ class Run:
             checks_per_second=round(checks / seconds, 1) if seconds else 0.0,
             duplicates=last["duplicates"] - first["duplicates"],
             lock_conflicts=last["conflicts"] - first["conflicts"],
-            lateness_p50_s=quantile(deltas, SECONDS_BUCKETS, 0.5) if steady else None,
-            lateness_p99_s=quantile(deltas, SECONDS_BUCKETS, 0.99) if steady else None,
-            lateness_max_s=max((s["lateness_max"] for s in window[1:]), default=None) if steady else None,
+            lateness_p50_s=at_most(quantile(deltas, SECONDS_BUCKETS, 0.5), late_max) if steady else None,
+            lateness_p99_s=at_most(quantile(deltas, SECONDS_BUCKETS, 0.99), late_max) if steady else None,
+            lateness_max_s=late_max,
             overdue_1s_max=max(s["overdue_1s"] for s in window),
             overdue_2s_max=max(s["overdue_2s"] for s in window),
             cpu_us_per_check=round(cpu_total / checks * 1e6, 1) if checks else None,
             cpu_seconds=cpu,
             series=series,
         )
+
+
+def at_most(estimate: float | None, observed_max: float | None) -> float | None:
+    """A quantile interpolated inside a histogram bucket can exceed the largest value seen."""
+    if estimate is None or not observed_max:
+        return estimate
+    return min(estimate, observed_max)
 
 
 def prepare(settings: Settings, config: BenchConfig, say) -> None:

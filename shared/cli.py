@@ -56,7 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     bench = commands.add_parser("bench", help="measure recheck beside the MySQL queue-table strategies")
-    bench.add_argument("--mode", choices=("drain", "steady"), default="drain")
+    bench.add_argument(
+        "--mode", choices=("drain", "steady", "poll"), default="drain",
+        help="drain: all rows overdue; steady: rows due over --interval; poll: dispatcher cost per poll",
+    )  # fmt: skip
+    bench.add_argument(
+        "--sizes", default="1000000,10000000", help="poll: table sizes to measure at (comma-separated)"
+    )
+    bench.add_argument("--polls", type=positive_int, default=200, help="poll: polls measured per size")
     bench.add_argument("--rows", type=positive_int, default=1_000_000)
     bench.add_argument("--workers", type=positive_int, default=4, help="worker processes per strategy")
     bench.add_argument("--seconds", type=positive_float, default=20.0, help="measured time per strategy")
@@ -236,6 +243,12 @@ def cmd_bench(settings: Settings, args) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.mode == "poll":
+        try:
+            sizes = [positive_int(size.replace("_", "")) for size in args.sizes.split(",")]
+        except (ValueError, argparse.ArgumentTypeError) as error:
+            print(f"recheck bench: --sizes {args.sizes!r}: {error}", file=sys.stderr)
+            return 2
     warmup = args.warmup if args.warmup is not None else (5.0 if args.mode == "drain" else 15.0)
     config = BenchConfig(
         mode=args.mode, rows=args.rows, workers=args.workers, seconds=args.seconds, warmup=warmup,
@@ -248,7 +261,12 @@ def cmd_bench(settings: Settings, args) -> int:
             settings, Path(tempfile.mkdtemp(prefix="recheck-servers-")), print
         )
     try:
-        run_bench(settings, config)
+        if args.mode == "poll":
+            from shared.pollcost import run_poll_bench
+
+            run_poll_bench(settings, sizes, args.polls, Path(args.out))
+        else:
+            run_bench(settings, config)
     finally:
         for server in servers:
             server.kill()

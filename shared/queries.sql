@@ -230,6 +230,13 @@ CREATE TABLE {table} (
 -- name: bench_drop_table
 DROP TABLE IF EXISTS {table}
 
+-- name: bench_analyze
+ANALYZE TABLE {table}
+
+-- name: bench_handler_reads
+-- This session's row reads so far, by kind (MySQL and MariaDB name them alike).
+SHOW SESSION STATUS LIKE 'Handler_read%%'
+
 -- name: bench_claim_for_update
 -- SELECT ... FOR UPDATE: every worker locks the same oldest due rows, so they take turns.
 SELECT {id}, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', {due}) DIV 1000
