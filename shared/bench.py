@@ -36,6 +36,7 @@ from shared.status import live_heartbeats
 from shared.strategies import STRATEGIES
 
 ALL_STRATEGIES = ("recheck", *STRATEGIES)
+OWNER_CLAIMS = ("update_limit", "last_insert_id")  # strategies that claim by writing an owner column
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 OVERDUE_CAP = 100_000  # sampling cost stays O(cap); a figure at the cap means "at least"
 
@@ -224,13 +225,15 @@ def at_most(estimate: float | None, observed_max: float | None) -> float | None:
     return min(estimate, observed_max)
 
 
-def prepare(settings: Settings, config: BenchConfig, say) -> None:
-    """The same table for every strategy: dropped, created, seeded."""
+def prepare(settings: Settings, config: BenchConfig, strategy: str, say) -> None:
+    """The same table for every strategy (plus the index its claims need): dropped, created, seeded."""
     db = Database(settings)
     queries = Queries(settings)
     try:
         db.execute(queries.bench_drop_table)
         db.execute(queries.bench_create_table)
+        if strategy in OWNER_CLAIMS:
+            db.execute(queries.bench_owner_claim_index)
         # A drain's rows are all an hour overdue from the start (inserted so: an UPDATE of every row
         # would leave InnoDB a purge backlog that runs during the measurement).
         drain = config.mode == "drain"
@@ -286,7 +289,7 @@ def run_bench(settings: Settings, config: BenchConfig, say=print) -> dict:
     for strategy in config.strategies:
         say(f"{strategy}: {config.mode}, {config.rows:,} rows, {config.workers} workers, "
             f"{config.warmup:g} s warm-up + {config.seconds:g} s")  # fmt: skip
-        prepare(settings, config, say)
+        prepare(settings, config, strategy, say)
         run = Run(settings, config, strategy, log_dir)
         started = time.monotonic()
         run.start()
