@@ -307,8 +307,11 @@ def run_bench(settings: Settings, config: BenchConfig, say=print) -> dict:
         if crashed:
             keep_logs = True
             say(f"  processes exited badly {crashed}; logs kept in {log_dir}")
-        results.append(run.summary())
-        if run.ran_dry is not None:
+        result = run.summary()
+        results.append(result)
+        if run.ran_dry is not None and not result.checks:
+            say("  the backlog ran dry during the warm-up: nothing measured (more --rows, or less --warmup)")
+        elif run.ran_dry is not None:
             say(f"  the backlog ran dry at {run.ran_dry:.0f} s: measured until then (more --rows: longer)")
     report = {
         "config": {**asdict(config), "out": str(config.out)},

@@ -68,7 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--workers", type=positive_int, default=4, help="worker processes per strategy")
     bench.add_argument("--seconds", type=positive_float, default=20.0, help="measured time per strategy")
     bench.add_argument(
-        "--warmup", type=float, default=None, help="unmeasured start (default: 5 s drain, 15 s steady)"
+        "--warmup",
+        type=float,
+        default=None,
+        help="unmeasured start (default: 5 s drain; steady 90 s, enough for a freshly seeded table "
+        "to settle and any start-up backlog to clear near full load)",
     )
     bench.add_argument(
         "--interval", type=positive_float, default=10.0, help="steady: seconds between checks of a row"
@@ -249,7 +253,7 @@ def cmd_bench(settings: Settings, args) -> int:
         except (ValueError, argparse.ArgumentTypeError) as error:
             print(f"recheck bench: --sizes {args.sizes!r}: {error}", file=sys.stderr)
             return 2
-    warmup = args.warmup if args.warmup is not None else (5.0 if args.mode == "drain" else 15.0)
+    warmup = args.warmup if args.warmup is not None else (5.0 if args.mode == "drain" else 90.0)
     config = BenchConfig(
         mode=args.mode, rows=args.rows, workers=args.workers, seconds=args.seconds, warmup=warmup,
         interval=args.interval, strategies=strategies, check=args.check, concurrency=args.concurrency,
