@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from shared.config import Settings
-from shared.localservers import MariaDBServer, RedisServer, wait_for
+from shared.localservers import MariaDBServer, RedisServer, free_port, wait_for
 from shared.schema import init_db
 from tests.conftest import TEST_TIMINGS
 from tests.helpers import REPO, recheck, scalar, seed_rows
@@ -129,7 +129,7 @@ def tls_only(tmp_path):
     )  # fmt: skip
     mysql.ssl = {"ca": str(certs.ca)}
     mysql.start()
-    port = mysql.port + 1 if mysql.port < 65000 else mysql.port - 1
+    port = free_port()  # for TLS; the plain port is switched off below
     cache = RedisServer(
         tmp_path / "redis",
         port=port,
