@@ -240,12 +240,17 @@ def prepare(settings: Settings, config: BenchConfig, strategy: str, say) -> None
         seed(settings, db, config.rows, due_now=drain, start_in_s=-3600.0 if drain else 0.0)
     finally:
         db.close()
+    clear_redis(settings)
+    spread = "all overdue" if config.mode == "drain" else "due over one interval"
+    say(f"  table {settings.table}: {config.rows:,} rows ({spread})")
+
+
+def clear_redis(settings: Settings) -> None:
+    """Delete every key under the benchmark's prefix."""
     client = connect_redis(settings)
     keys = list(client.scan_iter(match=Keys(settings.key_prefix).all_prefixed(), count=1000))
     for start in range(0, len(keys), 1000):
         client.delete(*keys[start : start + 1000])
-    spread = "all overdue" if config.mode == "drain" else "due over one interval"
-    say(f"  table {settings.table}: {config.rows:,} rows ({spread})")
 
 
 def redis_bytes_per_queued_id(settings: Settings, count: int = 100_000) -> float:

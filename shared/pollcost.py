@@ -19,6 +19,7 @@ from pathlib import Path
 
 from dispatcher.dispatcher import Dispatcher, DuePusher
 from dispatcher.lease import Lease
+from shared.bench import clear_redis, cpu_seconds
 from shared.config import Settings
 from shared.db import Database
 from shared.keys import Keys
@@ -48,21 +49,12 @@ class PollCost:
 
 
 def process_cpu(names: tuple[str, ...]) -> float:
-    from shared.bench import cpu_seconds
-
     return sum(cpu_seconds(pid) or 0.0 for name in names for pid in pids_named(name))
 
 
 def index_reads(db: Database) -> int:
     rows = dict(db.query(Queries(db.settings).bench_handler_reads))
     return sum(int(rows[name]) for name in INDEX_READS)
-
-
-def clear_redis(settings: Settings) -> None:
-    client = connect_redis(settings)
-    keys = list(client.scan_iter(match=Keys(settings.key_prefix).all_prefixed(), count=1000))
-    for start in range(0, len(keys), 1000):
-        client.delete(*keys[start : start + 1000])
 
 
 def measure(settings: Settings, rows: int, polls: int) -> PollCost:
