@@ -49,38 +49,25 @@ def seconds_until_all_checked_again(conn, timeout: float) -> float:
     return time.monotonic() - started
 
 
-def test_redis_away_at_start_then_up(private, procs):
-    mysql, cache, settings = private
-    seed_rows(settings, 2000, due_now=True)
-    dispatcher = procs.start("dispatcher", settings)
-    worker = procs.start("worker", settings)
-    time.sleep(2)  # both are retrying against a port nobody listens on
-    assert dispatcher.poll() is None and worker.poll() is None
-    cache.start()
-    conn = mysql.connect("recheck")
-    wait_for(lambda: scalar(conn, NEVER_CHECKED) == 0, 20, "every row checked once Redis is up")
-    for process in (dispatcher, worker):
-        log = procs.log_of(process)
-        assert lines(log, "redis unreachable") == 1, log
-        assert lines(log, "redis back after") == 1, log
-
-
-def test_mysql_away_at_start_then_up(private, procs):
+@pytest.mark.parametrize("away", ["redis", "mysql"])
+def test_a_server_away_at_start_then_up(private, procs, away):
     mysql, cache, settings = private
     cache.start()
     seed_rows(settings, 2000, due_now=True)
-    mysql.stop()
+    server = {"redis": cache, "mysql": mysql}[away]
+    server.stop()
     dispatcher = procs.start("dispatcher", settings)
     worker = procs.start("worker", settings)
-    time.sleep(2)
+    for process in (dispatcher, worker):  # both are retrying against a port nobody listens on
+        wait_for(lambda p=process: f"{away} unreachable" in procs.log_of(p), 20, f"{away} outage logged")
     assert dispatcher.poll() is None and worker.poll() is None
-    mysql.start()
+    server.start()
     conn = mysql.connect("recheck")
-    wait_for(lambda: scalar(conn, NEVER_CHECKED) == 0, 20, "every row checked once MySQL is up")
+    wait_for(lambda: scalar(conn, NEVER_CHECKED) == 0, 20, f"every row checked once {away} is up")
     for process in (dispatcher, worker):
         log = procs.log_of(process)
-        assert lines(log, "mysql unreachable") == 1, log
-        assert lines(log, "mysql back after") == 1, log
+        assert lines(log, f"{away} unreachable") == 1, log
+        assert lines(log, f"{away} back after") == 1, log
 
 
 def running_pipeline(mysql, settings, procs):
