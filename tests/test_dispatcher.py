@@ -10,6 +10,7 @@ from dispatcher.dispatcher import Dispatcher
 from shared.db import Database
 from shared.entries import datetime_to_ms, parse_entries
 from shared.keys import Keys
+from shared.pollcost import handler_reads, status_overhead
 from tests.helpers import make_dispatcher, query, scalar, seed_rows, take_lease
 
 
@@ -85,26 +86,6 @@ def test_redis_losing_its_data_makes_the_dispatcher_reread_from_the_oldest_row(s
     drain_polls(dispatcher)  # the next push notices the missing epoch key and rewinds
     drain_polls(dispatcher)
     assert len(queued(rds, settings)) == 201
-
-
-INDEX_READS = ("Handler_read_first", "Handler_read_key", "Handler_read_last", "Handler_read_next",
-               "Handler_read_prev")  # fmt: skip
-
-
-def handler_reads(db: Database) -> tuple[int, int]:
-    """(index rows, other rows: the page's temporary table) read by this session so far."""
-    rows = dict(db.query("SHOW SESSION STATUS LIKE 'Handler_read%%'"))
-    index = sum(int(rows[name]) for name in INDEX_READS)
-    return index, sum(
-        int(v) for k, v in rows.items() if k not in INDEX_READS and k != "Handler_read_rnd_deleted"
-    )
-
-
-def status_overhead(db: Database) -> tuple[int, int]:
-    """What one SHOW STATUS call adds to the counters by itself."""
-    first = handler_reads(db)
-    second = handler_reads(db)
-    return second[0] - first[0], second[1] - first[1]
 
 
 @pytest.mark.parametrize("due_now", [True, False], ids=["one-shared-due-time", "spread-due-times"])
