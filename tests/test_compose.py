@@ -25,6 +25,7 @@ import jsonschema
 import pymysql
 import pytest
 import yaml
+from dotenv import dotenv_values  # python-dotenv: pydantic-settings' own .env reader
 
 from shared.localservers import MariaDBServer, RedisServer, wait_for
 from tests.helpers import REPO, scalar
@@ -45,16 +46,6 @@ DOCKERFILE = REPO / "deploy" / "Dockerfile"
 
 def compose() -> dict:
     return yaml.safe_load((REPO / "compose.yaml").read_text())
-
-
-def dotenv(path: Path) -> dict[str, str]:
-    values = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, value = line.split("=", 1)
-            values[key.strip()] = value.strip()
-    return values
 
 
 def interpolate(text: str, variables: dict[str, str]) -> str:
@@ -135,7 +126,7 @@ def test_start_order_health_checks_and_restart_policies():
 
 def test_passwords_come_only_from_env_and_ports_stay_local():
     text = (REPO / "compose.yaml").read_text()
-    variables = dotenv(REPO / ".env.example")
+    variables = dict(dotenv_values(REPO / ".env.example"))
     for name, value in variables.items():
         if "PASSWORD" in name:
             assert value not in text, name  # the example's values never leak into the file
@@ -210,7 +201,7 @@ class Stack:
 
     def __init__(self, root: Path):
         self.root = root
-        self.variables = dotenv(REPO / ".env.example")
+        self.variables = dict(dotenv_values(REPO / ".env.example"))
         self.mysql = MariaDBServer(root / "mysql")
         password = self.variables["REDIS_PASSWORD"]
         self.redis = RedisServer(root / "redis", extra=("--requirepass", password))
