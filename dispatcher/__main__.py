@@ -1,7 +1,5 @@
 """`python -m dispatcher`: the same as `recheck dispatcher`."""
 
-import sys
+from dispatcher.service import main
 
-from shared.cli import main
-
-raise SystemExit(main(["dispatcher", *sys.argv[1:]]))
+raise SystemExit(main())

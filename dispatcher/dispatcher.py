@@ -13,16 +13,13 @@ import logging
 import time
 from dataclasses import dataclass
 
-import redis
-
 from dispatcher.lease import NotLeader
 from shared.config import Settings
 from shared.db import Database
 from shared.entries import MAX_DUE_MS, MIN_DUE_MS, sql_datetime
-from shared.keys import Keys
 from shared.metrics import dispatcher_metrics
-from shared.scripts import Scripts
 from shared.sql import Queries
+from shared.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +41,11 @@ class Page:
 class DuePusher:
     """Reads one page of due rows after a cursor and pushes them through the dedup script."""
 
-    def __init__(self, settings: Settings, db: Database, client: redis.Redis, scripts: Scripts, owner: str):
+    def __init__(self, settings: Settings, db: Database, store: Store, owner: str):
         self.owner = owner  # the dispatcher id: pushes need its lease
         self.db = db
         self.queries = Queries(settings)
-        self.scripts = scripts
-        self.keys = Keys(settings.key_prefix)
-        self.client = client
+        self.store = store
 
     def push_page(
         self,
@@ -60,11 +55,12 @@ class DuePusher:
         before_ms: int = END_MS,
         guard: str | None = None,
     ) -> Page:
-        """One page. With a guard key (a pass rereading rows that may be in flight), the guard
-        is set before the read, so that anything completing before the push is recognised."""
+        """One page. With a guard ("sweep" or "dispatch": a pass rereading rows that may be in
+        flight), the guard is set before the read, so anything completing before the push is
+        recognised."""
         due_ms, row_id = cursor
         if guard:
-            self.client.set(guard, 1, px=GUARD_TTL_MS)
+            self.store.begin_guard(guard, GUARD_TTL_MS)
         rows = self.db.query(
             self.queries.due_page,
             {
@@ -81,12 +77,7 @@ class DuePusher:
         if isinstance(joined, str):
             joined = joined.encode()
         entries = joined.split(b" ")
-        keys = self.keys
-        pushed, depth, lost = self.scripts.dispatch(
-            keys=[keys.queue, keys.inflight, keys.stats, keys.epoch, keys.leader, keys.completed],
-            args=[self.owner, *entries],
-            client=self.client,
-        )
+        pushed, depth, lost = self.store.push(self.owner, entries)
         if pushed < 0:
             raise NotLeader(self.owner)
         if pushed:
@@ -94,18 +85,7 @@ class DuePusher:
             metrics.dispatched.inc(pushed)
             metrics.last_dispatch.set(time.time())
         last_id, _, last_due = entries[-1].partition(b":")
-        return Page(len(entries), pushed, depth, (int(last_due), int(last_id)), bool(lost))
-
-    def queue_depth(self) -> int:
-        return self.client.llen(self.keys.queue)
-
-    def highest_in_flight_due(self) -> int | None:
-        """The latest due time (ms) among ids in flight, or None if nothing is in flight."""
-        dues = self.client.hvals(self.keys.inflight)  # only after a rewind: rare
-        return max(int(due) for due in dues) if dues else None
-
-    def end_guard(self, guard: str) -> None:
-        self.client.delete(guard)
+        return Page(len(entries), pushed, depth, (int(last_due), int(last_id)), lost)
 
 
 class Dispatcher:
@@ -131,21 +111,19 @@ class Dispatcher:
     def poll(self) -> float:
         settings = self.settings
         if self.depth >= settings.high_water:
-            self.depth = self.pusher.queue_depth()
+            self.depth = self.pusher.store.queue_depth()
             if self.depth >= settings.high_water:
                 return settings.poll_interval
         limit = min(settings.dispatch_batch, settings.high_water - self.depth)
         if self.rewound:  # what could be in flight now is all we may meet again
             self.rewound = False
-            self.guard_until = self.pusher.highest_in_flight_due()
+            self.guard_until = self.pusher.store.highest_in_flight_due()
         guarding = self.guard_until is not None and self.cursor[0] <= self.guard_until
-        page = self.pusher.push_page(
-            self.cursor, limit, guard=self.pusher.keys.dispatch_guard if guarding else None
-        )
+        page = self.pusher.push_page(self.cursor, limit, guard="dispatch" if guarding else None)
         self.pages += 1
         if guarding and (page.cursor[0] > self.guard_until or page.read < limit):  # past it, or caught up
             self.guard_until = None
-            self.pusher.end_guard(self.pusher.keys.dispatch_guard)
+            self.pusher.store.end_guard("dispatch")
         if page.read == 0:
             return settings.poll_interval  # a stale depth is corrected by the next push
         first_push = self.cursor == START

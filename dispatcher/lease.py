@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import logging
 
-import redis
-
-from shared.keys import Keys
-from shared.scripts import Scripts
+from shared.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -23,10 +20,8 @@ class NotLeader(Exception):
 
 
 class Lease:
-    def __init__(self, client: redis.Redis, scripts: Scripts, keys: Keys, owner: str, ttl_seconds: float):
-        self.client = client
-        self.scripts = scripts
-        self.key = keys.leader
+    def __init__(self, store: Store, owner: str, ttl_seconds: float):
+        self.store = store
         self.owner = owner
         self.ttl_ms = round(ttl_seconds * 1000)
         self.holder: str | None = None
@@ -38,10 +33,7 @@ class Lease:
     def hold(self) -> bool:
         """Renew the lease if ours, take it if free. True if we hold it afterwards."""
         was_held = self.held
-        holder = self.scripts.lease(
-            keys=[self.key], args=[self.owner, self.ttl_ms, "hold"], client=self.client
-        )
-        self.holder = holder.decode() if holder else None
+        self.holder = self.store.hold_lease(self.owner, self.ttl_ms)
         if self.held and not was_held:
             log.warning("dispatcher %s is now the leader", self.owner)
         elif was_held and not self.held:
@@ -57,6 +49,6 @@ class Lease:
     def release(self) -> None:
         """Graceful stop: hand over at once instead of after the TTL."""
         if self.held:
-            self.scripts.lease(keys=[self.key], args=[self.owner, self.ttl_ms, "release"], client=self.client)
+            self.store.release_lease(self.owner)
             self.holder = None
             log.warning("dispatcher %s released the lease", self.owner)

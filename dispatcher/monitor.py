@@ -9,19 +9,18 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-import redis
-
 from shared.config import Settings
 from shared.db import Database
 from shared.metrics import DispatcherMetrics
 from shared.status import Sampler
+from shared.store import Store
 
 HISTORY_SECONDS = 600
 
 
 class Monitor:
-    def __init__(self, settings: Settings, db: Database, client: redis.Redis, metrics: DispatcherMetrics):
-        self.sampler = Sampler(settings, db, client)
+    def __init__(self, settings: Settings, db: Database, store: Store, metrics: DispatcherMetrics):
+        self.sampler = Sampler(settings, db, store)
         self.db = db
         self.metrics = metrics
         self.history: deque[dict] = deque(maxlen=HISTORY_SECONDS)

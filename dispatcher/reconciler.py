@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import logging
 
-import redis
-
 from dispatcher.dispatcher import END, START, DuePusher
 from shared.config import Settings
 from shared.db import Database
 from shared.entries import batch_json, datetime_to_ms, parse_entries
-from shared.keys import Keys
 from shared.metrics import dispatcher_metrics
-from shared.scripts import Scripts
 from shared.sql import Queries
+from shared.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -33,36 +30,19 @@ SPLIT_WAYS = 8  # a dead worker's entries come back as this many batches (see re
 class Job:
     """What the MySQL-and-Redis jobs share; subclasses define run_once()."""
 
-    def __init__(self, settings: Settings, db: Database, client: redis.Redis, scripts: Scripts):
+    def __init__(self, settings: Settings, db: Database, store: Store):
         self.settings = settings
         self.db = db
-        self.client = client
-        self.scripts = scripts
-        self.keys = Keys(settings.key_prefix)
+        self.store = store
         self.queries = Queries(settings)
 
 
 class Reclaimer(Job):
     def run_once(self) -> tuple[int, int]:
         """Returns (ids reclaimed, ids quarantined) in this run."""
-        keys = self.keys
         reclaimed = 0
-        for raw_worker in self.client.smembers(keys.workers):
-            worker = raw_worker.decode()
-            result = self.scripts.reclaim(
-                keys=[
-                    keys.heartbeat(worker),
-                    keys.processing(worker),
-                    keys.landing(worker),
-                    keys.suspects,
-                    keys.reclaims,
-                    keys.workers,
-                    keys.quarantine,
-                    keys.stats,
-                ],
-                args=[worker, self.settings.max_reclaims, SPLIT_WAYS],
-                client=self.client,
-            )
+        for worker in self.store.worker_ids():
+            result = self.store.reclaim(worker, self.settings.max_reclaims, SPLIT_WAYS)
             if result:
                 held, poisoned = result
                 reclaimed += held
@@ -77,7 +57,7 @@ class Reclaimer(Job):
 
     def quarantine_pending(self) -> int:
         """Park ids that killed workers again and again: MySQL first, then Redis lets go."""
-        pending = self.client.hgetall(self.keys.quarantine)
+        pending = self.store.pending_quarantine()
         if not pending:
             return 0
         items, malformed = parse_entries(list(pending.values()))
@@ -92,12 +72,7 @@ class Reclaimer(Job):
             )
             log.error("quarantined ids %s: %s", ", ".join(str(item.id) for item in items), reason)
         ids = [item.entry.split(b":", 1)[0] for item in items] + [m.split(b":", 1)[0] for m in malformed]
-        pipe = self.client.pipeline(transaction=True)
-        pipe.hdel(self.keys.inflight, *ids)
-        pipe.hdel(self.keys.quarantine, *pending.keys())
-        pipe.hdel(self.keys.reclaims, *ids)
-        pipe.hincrby(self.keys.stats, "quarantined", len(items))
-        pipe.execute()
+        self.store.forget_quarantined(ids, list(pending.keys()), len(items))
         dispatcher_metrics().quarantined.inc(len(items))
         return len(items)
 
@@ -118,9 +93,9 @@ class Sweeper:
     def run_once(self, max_pages: int = 1000) -> int:
         """Returns how many overdue ids were dispatched again (0 in healthy running)."""
         settings = self.settings
-        cursor, pushed, depth = START, 0, self.pusher.queue_depth()
+        cursor, pushed, depth = START, 0, self.pusher.store.queue_depth()
         before_ms = self.dispatcher_cursor()[0]
-        guard = self.pusher.keys.sweep_guard
+        guard = "sweep"
         try:
             for _ in range(max_pages):
                 room = settings.high_water - depth
@@ -137,7 +112,7 @@ class Sweeper:
                 if page.read < limit:
                     break
         finally:
-            self.pusher.end_guard(guard)
+            self.pusher.store.end_guard(guard)
         if pushed:
             log.warning(
                 "sweep: %d rows overdue by more than %.1fs were not in flight; dispatched them again",
@@ -153,7 +128,7 @@ class OrphanCollector(Job):
     def candidates(self, cutoff_ms: int, limit: int = 1000) -> list[bytes]:
         """id, due pairs in flight for a due time older than the cutoff (HSCAN: never blocks Redis)."""
         found: list[bytes] = []
-        for row_id, due in self.client.hscan_iter(self.keys.inflight, count=1000):
+        for row_id, due in self.store.scan_in_flight():
             if int(due) < cutoff_ms:
                 found += [row_id, due]
                 if len(found) >= 2 * limit:
@@ -161,28 +136,13 @@ class OrphanCollector(Job):
         return found
 
     def run_once(self) -> list[int]:
-        keys = self.keys
         now_ms = datetime_to_ms(self.db.scalar(self.queries.db_now))
         candidates = self.candidates(now_ms - round(self.settings.orphan_after * 1000))
         if not candidates:
             return []
         for _ in range(5):
-            workers = sorted(w.decode() for w in self.client.smembers(keys.workers))
-            held_keys = [key for w in workers for key in (keys.processing(w), keys.landing(w))]
-            released = self.scripts.orphans(
-                keys=[
-                    keys.inflight,
-                    keys.queue,
-                    keys.suspects,
-                    keys.quarantine,
-                    keys.stats,
-                    keys.workers,
-                    *held_keys,
-                ],
-                args=[len(candidates) // 2, *candidates, *workers],
-                client=self.client,
-            )
-            if released != -1:
+            released = self.store.release_orphans(candidates, self.store.worker_ids())
+            if released is not None:
                 break
         else:
             return []  # workers kept changing; the next run will try again

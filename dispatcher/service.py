@@ -8,6 +8,7 @@ connections are not thread-safe) and the shared, thread-safe Redis client.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import logging
 import time
@@ -21,6 +22,7 @@ from dispatcher.reconciler import OrphanCollector, Reclaimer, Sweeper
 from dispatcher.web import Dashboard
 from shared.config import Settings
 from shared.db import Database
+from shared.launch import launch
 from shared.loop import Service, attempt
 from shared.metrics import dispatcher_metrics
 from shared.metrics import serve as serve_metrics
@@ -30,6 +32,7 @@ from shared.schema import require_table
 log = logging.getLogger(__name__)
 
 MONITOR_INTERVAL = 1.0  # seconds between freshness samples (metrics, dashboard)
+DESCRIPTION = "Run the dispatcher and its reconciler jobs (configuration: RECHECK_* variables, .env)."
 
 
 class DispatcherService(Service):
@@ -39,18 +42,16 @@ class DispatcherService(Service):
         super().__init__(settings)
         keys = self.keys
         self.presence = Presence(
-            self.client, keys.dispatcher_heartbeat(self.id), keys.dispatchers, self.id, settings.heartbeat_ttl
+            self.store, keys.dispatcher_heartbeat(self.id), keys.dispatchers, self.id, settings.heartbeat_ttl
         )
-        self.lease = Lease(self.client, self.scripts, keys, self.id, settings.leader_ttl)
-        self.dispatcher = Dispatcher(
-            settings, DuePusher(settings, self.db, self.client, self.scripts, self.id)
-        )
+        self.lease = Lease(self.store, self.id, settings.leader_ttl)
+        self.dispatcher = Dispatcher(settings, DuePusher(settings, self.db, self.store, self.id))
         self.scheduler = BackgroundScheduler(
             job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
         )
         self.metrics = dispatcher_metrics()
         self.job_dbs: list[Database] = []
-        self.monitor = Monitor(settings, self._own_db(), self.client, self.metrics)
+        self.monitor = Monitor(settings, self._own_db(), self.store, self.metrics)
         self.jobs = self._make_jobs()
         title = f"{settings.mysql.database}.{settings.table}"
         self.dashboard = Dashboard(self.monitor, settings.dashboard_host, settings.dashboard_port, title)
@@ -65,12 +66,12 @@ class DispatcherService(Service):
     def _make_jobs(self) -> dict:
         """name -> (job, period, leader only)."""
         s, own_db = self.settings, self._own_db
-        pusher = DuePusher(s, own_db(), self.client, self.scripts, self.id)
+        pusher = DuePusher(s, own_db(), self.store, self.id)
         sweeper = Sweeper(s, pusher, dispatcher_cursor=lambda: self.dispatcher.cursor)
         jobs = {
-            "reclaim": (Reclaimer(s, own_db(), self.client, self.scripts), s.reclaim_interval, True),
+            "reclaim": (Reclaimer(s, own_db(), self.store), s.reclaim_interval, True),
             "sweep": (sweeper, s.sweep_interval, True),
-            "orphans": (OrphanCollector(s, own_db(), self.client, self.scripts), s.orphan_interval, True),
+            "orphans": (OrphanCollector(s, own_db(), self.store), s.orphan_interval, True),
         }
         if s.metrics_port or s.dashboard_port:  # sampling costs MySQL queries: only when someone looks
             jobs["monitor"] = (self.monitor, MONITOR_INTERVAL, False)  # standbys serve the dashboard too
@@ -144,3 +145,17 @@ class DispatcherService(Service):
             db.close()
         attempt(self.presence.withdraw, self.redis_outage, self.mysql_outage)
         log.info("dispatcher %s stopped: %d ids dispatched", self.id, self.dispatcher.dispatched)
+
+
+def serve(settings: Settings) -> int:
+    """Run one dispatcher until a signal stops it (what `recheck dispatcher` runs)."""
+    service = DispatcherService(settings)
+    service.install_signal_handlers()
+    service.run()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m dispatcher`."""
+    argparse.ArgumentParser(prog="python -m dispatcher", description=DESCRIPTION).parse_args(argv)
+    return launch("dispatcher", serve)

@@ -22,6 +22,10 @@ _KEY_PREFIX = re.compile(r"[A-Za-z0-9_.-]{1,40}")
 MYSQL_TLS_OPTIONS = ("ssl_ca", "ssl_cert", "ssl_key", "ssl_verify_cert", "ssl_verify_identity")
 
 
+class ConfigError(Exception):
+    """A configuration value names something unusable (exit code 2); the message says which."""
+
+
 def _identifier(value: str) -> str:
     if not _IDENTIFIER.fullmatch(value):
         raise ValueError("must be a plain SQL identifier (letters, digits, _; not starting with a digit)")

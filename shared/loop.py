@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import threading
+import time
 
 from shared.config import Settings
 from shared.db import Database, DatabaseDown, probe
@@ -19,7 +20,7 @@ from shared.keys import Keys
 from shared.outage import Outage
 from shared.presence import Presence, make_process_id
 from shared.redisconn import REDIS_DOWN, connect_redis
-from shared.scripts import Scripts
+from shared.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +36,12 @@ class Service:
         self.id = make_process_id()
         self.keys = Keys(settings.key_prefix)
         self.client = connect_redis(settings)
-        self.scripts = Scripts(self.client)
+        self.store = Store(self.client, self.keys)
         self.db = Database(settings)
         self._stop = threading.Event()
         self.signals_received = 0
+        self.deadline: float | None = None  # monotonic time a graceful stop must end by
+        self.fatal: str | None = None  # why the process chose to exit for a fresh start (exit 1)
         # Shared by every thread of the process; "back" needs a successful probe.
         self.redis_outage = Outage("redis", probe=self.client.ping)
         self.mysql_outage = Outage("mysql", probe=lambda: probe(settings))
@@ -58,7 +61,20 @@ class Service:
         return self._stop.is_set()
 
     def stop(self) -> None:
+        if self.deadline is None:
+            self.deadline = time.monotonic() + self.settings.shutdown_timeout
         self._stop.set()
+
+    def fail(self, reason: str) -> None:
+        """Stop gracefully and exit 1: something in this process cannot recover by itself."""
+        if not self.fatal:
+            self.fatal = reason
+            log.error("%s", reason)
+        self.stop()
+
+    def time_left(self) -> float:
+        """Seconds until the graceful-stop deadline (infinite while not stopping)."""
+        return float("inf") if self.deadline is None else self.deadline - time.monotonic()
 
     def wait(self, seconds: float) -> bool:
         """Sleep up to `seconds`; True if stop() was called meanwhile."""
@@ -79,6 +95,20 @@ class Service:
         """Run step(); (True, its result), or (False, backoff delay) if a server is away."""
         ok, value = attempt(step, self.redis_outage, self.mysql_outage)
         return ok, value
+
+    def persist(self, step):
+        """Retry step() through outages; None if the graceful-stop deadline passes first."""
+        while True:
+            ok, value = self.attempt(step)
+            if ok:
+                return value
+            if self.time_left() <= 0:
+                log.error("giving up on an unreachable server at shutdown; the reclaimer will finish")
+                return None
+            if self.stopping:
+                time.sleep(min(value, self.time_left()))
+            else:
+                self.wait(value)
 
     def run(self) -> None:
         self.start_up()

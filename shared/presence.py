@@ -6,13 +6,12 @@ live ones with the facts each put in its key.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import socket
 import time
 
-import redis
+from shared.store import Store
 
 
 def make_process_id() -> str:
@@ -21,8 +20,8 @@ def make_process_id() -> str:
 
 
 class Presence:
-    def __init__(self, client: redis.Redis, key: str, registry: str, member: str, ttl_seconds: float):
-        self.client = client
+    def __init__(self, store: Store, key: str, registry: str, member: str, ttl_seconds: float):
+        self.store = store
         self.key = key
         self.registry = registry
         self.member = member
@@ -37,13 +36,7 @@ class Presence:
             "started": round(self.started, 3),
             **facts,
         }
-        pipe = self.client.pipeline(transaction=True)
-        pipe.set(self.key, json.dumps(payload), px=self.ttl_ms)
-        pipe.sadd(self.registry, self.member)
-        pipe.execute()
+        self.store.publish_heartbeat(self.key, self.registry, self.member, payload, self.ttl_ms)
 
     def withdraw(self) -> None:
-        pipe = self.client.pipeline(transaction=True)
-        pipe.delete(self.key)
-        pipe.srem(self.registry, self.member)
-        pipe.execute()
+        self.store.withdraw_heartbeat(self.key, self.registry, self.member)

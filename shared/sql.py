@@ -1,4 +1,8 @@
-"""Load shared/queries.sql and render it for the configured table and columns."""
+"""Load a package's queries.sql and render it for the configured table and columns.
+
+shared/queries.sql holds every statement the product runs; bench/queries.sql the benchmark's
+own (read through the same code, so they are rendered and quoted alike).
+"""
 
 from __future__ import annotations
 
@@ -12,9 +16,9 @@ _NAME_LINE = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 
 @cache
-def raw_queries() -> dict[str, str]:
+def raw_queries(package: str = "shared") -> dict[str, str]:
     """name -> statement template, comments dropped."""
-    text = resources.files("shared").joinpath("queries.sql").read_text()
+    text = resources.files(package).joinpath("queries.sql").read_text()
     parts = _NAME_LINE.split(text)
     queries = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
@@ -29,9 +33,9 @@ def quote(identifier: str) -> str:
 
 
 class Queries:
-    """Every statement, ready to execute: ``Queries(settings).due_page``."""
+    """Every statement of a package, ready to execute: ``Queries(settings).due_page``."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, package: str = "shared"):
         names = {
             "table": settings.table,
             "id": settings.id_column,
@@ -45,7 +49,7 @@ class Queries:
             "database": settings.mysql.database,
         }
         quoted = {key: quote(value) for key, value in names.items()}
-        self._rendered = {name: sql.format_map(quoted) for name, sql in raw_queries().items()}
+        self._rendered = {name: sql.format_map(quoted) for name, sql in raw_queries(package).items()}
 
     def __getattr__(self, name: str) -> str:
         try:

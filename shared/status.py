@@ -6,16 +6,13 @@ a table of millions of rows with a large backlog.
 
 from __future__ import annotations
 
-import json
 import time
-
-import redis
 
 from shared.config import Settings, redact_url
 from shared.db import Database
-from shared.keys import Keys
 from shared.metrics import SECONDS_BUCKETS, quantile
 from shared.sql import Queries
+from shared.store import Store
 
 COUNT_CAP = 1_000_000  # one-shot `recheck status`
 SAMPLED_COUNT_CAP = 100_000  # counts taken every second (dashboard, --watch): O(cap) each
@@ -26,30 +23,10 @@ def _capped(db: Database, queries: Queries, lateness_s: float, cap: int) -> int:
     return int(db.scalar(queries.count_due, {"lateness_us": round(lateness_s * 1_000_000), "cap": cap}))
 
 
-def live_heartbeats(client: redis.Redis, registry: str, key_of) -> list[dict]:
-    """Parsed heartbeat payloads of the members of `registry` whose heartbeat key is alive."""
-    members = sorted(m.decode() for m in client.smembers(registry))
-    if not members:
-        return []
-    alive = []
-    for member, raw in zip(members, client.mget([key_of(m) for m in members]), strict=True):
-        if raw is None:
-            continue
-        try:
-            payload = json.loads(raw)
-        except ValueError:
-            payload = None
-        if not isinstance(payload, dict):
-            payload = {}  # a heartbeat we cannot read still counts as alive
-        payload.setdefault("id", member)
-        alive.append(payload)
-    return alive
-
-
 def gather(
-    settings: Settings, db: Database, client: redis.Redis, *, count_rows: bool = True, cap: int = COUNT_CAP
+    settings: Settings, db: Database, store: Store, *, count_rows: bool = True, cap: int = COUNT_CAP
 ) -> dict:
-    queries, keys = Queries(settings), Keys(settings.key_prefix)
+    queries = Queries(settings)
     oldest = db.scalar(queries.oldest_lateness)
     facts: dict = {
         "table": f"{settings.mysql.database}.{settings.table}",
@@ -69,27 +46,21 @@ def gather(
         if facts["quarantined"]
         else []
     )
-    pipe = client.pipeline(transaction=False)
-    pipe.llen(keys.queue)
-    pipe.llen(keys.suspects)
-    pipe.hlen(keys.inflight)
-    pipe.hgetall(keys.stats)
-    pipe.get(keys.leader)
-    depth, suspects, inflight, stats, leader = pipe.execute()
-    workers = live_heartbeats(client, keys.workers, keys.heartbeat)
-    dispatchers = live_heartbeats(client, keys.dispatchers, keys.dispatcher_heartbeat)
+    overview = store.overview()
+    workers = store.live_workers()
+    dispatchers = store.live_dispatchers()
     facts.update(
         {
-            "queue_depth": depth,
-            "suspects": suspects,
-            "in_flight": inflight,
+            "queue_depth": overview.queue_depth,
+            "suspects": overview.suspects,
+            "in_flight": overview.in_flight,
             "live_workers": len(workers),
             "live_dispatchers": len(dispatchers),
-            "leader": leader.decode() if leader else None,
+            "leader": overview.leader,
             "dispatchers": dispatchers,
             "checks_per_second": round(sum(float(w.get("rate", 0)) for w in workers), 1),
             "workers": workers,
-            "counters": {k.decode(): int(v) for k, v in sorted(stats.items())},
+            "counters": overview.counters,
         }
     )
     facts["fresh"] = facts["overdue_1s"] == 0
@@ -101,10 +72,10 @@ class Sampler:
     row count and a failing-rows sample every 30 s; checks/s from the cluster-wide counters
     and lateness percentiles from the histograms workers publish, both since the last sample."""
 
-    def __init__(self, settings: Settings, db: Database, client: redis.Redis):
+    def __init__(self, settings: Settings, db: Database, store: Store):
         self.settings = settings
         self.db = db
-        self.client = client
+        self.store = store
         self.queries = Queries(settings)
         self._slow_at = -SLOW_EVERY
         self._rows: int | None = None
@@ -115,7 +86,7 @@ class Sampler:
     def sample(self) -> dict:
         now = time.monotonic()
         slow = now - self._slow_at >= SLOW_EVERY
-        facts = gather(self.settings, self.db, self.client, count_rows=slow, cap=SAMPLED_COUNT_CAP)
+        facts = gather(self.settings, self.db, self.store, count_rows=slow, cap=SAMPLED_COUNT_CAP)
         if slow:
             self._slow_at = now
             self._rows = facts["rows"]

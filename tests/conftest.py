@@ -5,36 +5,13 @@ from __future__ import annotations
 import itertools
 import os
 import re
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
+from bench.servers import MariaDBServer, RedisServer
 from shared.config import ENV_PREFIX, Settings
-from shared.localservers import MariaDBServer, RedisServer
 from shared.schema import init_db
-from tests.helpers import REPO
-
-# Short timings so recovery paths run in seconds. Production defaults are in shared/config.py.
-TEST_TIMINGS = {
-    "interval": 2.0,
-    "heartbeat_interval": 0.25,
-    "heartbeat_ttl": 1.0,
-    "reclaim_interval": 0.25,
-    "sweep_interval": 0.5,
-    "sweep_grace": 1.5,
-    "orphan_interval": 1.0,
-    "orphan_after": 10.0,
-    "poll_interval": 0.02,
-    "shutdown_timeout": 5.0,
-    "retry_base": 0.2,
-    "retry_max": 2.0,
-    "metrics_port": 0,  # tests that want them choose free ports
-    "dashboard_port": 0,
-}
+from tests.support.processes import TEST_TIMINGS, Processes
 
 _databases = itertools.count(1)
 
@@ -44,6 +21,17 @@ def pytest_configure(config):
     for name in list(os.environ):
         if name.startswith(ENV_PREFIX):
             del os.environ[name]
+
+
+LAYERS = ("unit", "integration", "chaos", "bench")
+
+
+def pytest_collection_modifyitems(items):
+    """Each test is marked by its folder: `-m unit`, `-m "not bench"` and so on select layers."""
+    for item in items:
+        layer = item.path.parent.name
+        if layer in LAYERS:
+            item.add_marker(getattr(pytest.mark, layer))
 
 
 @pytest.fixture(scope="session")
@@ -123,58 +111,6 @@ def sql(settings, mariadb):
 @pytest.fixture
 def rds(redis_server):
     return redis_server.client()
-
-
-class Processes:
-    """Starts recheck roles exactly as compose does (`python -m dispatcher|workers`)."""
-
-    def __init__(self, log_dir: Path):
-        self.log_dir = log_dir
-        self.started: list[tuple[subprocess.Popen, Path]] = []
-
-    def start(self, role: str, settings: Settings, *args: str, env: dict | None = None) -> subprocess.Popen:
-        module = {"dispatcher": "dispatcher", "worker": "workers"}.get(role, role)
-        environment = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
-        environment.update(settings.env_overrides())
-        environment["PYTHONPATH"] = str(REPO)
-        environment.update(env or {})
-        log_path = self.log_dir / f"{role}-{len(self.started)}.log"
-        with open(log_path, "wb") as log_file:
-            process = subprocess.Popen(
-                [sys.executable, "-m", module, *args],
-                env=environment,
-                cwd=REPO,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-            )
-        self.started.append((process, log_path))
-        return process
-
-    def log_of(self, process: subprocess.Popen) -> str:
-        for started, path in self.started:
-            if started is process:
-                return path.read_text(errors="replace")
-        return ""
-
-    def logs(self) -> str:
-        return "\n".join(
-            f"--- {path.name}\n{path.read_text(errors='replace')[-4000:]}" for _, path in self.started
-        )
-
-    def stop_all(self, timeout: float = 15) -> dict[int, int]:
-        """SIGTERM every live process and wait; returns pid -> exit code."""
-        for process, _ in self.started:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        codes = {}
-        deadline = time.monotonic() + timeout
-        for process, _ in self.started:
-            try:
-                codes[process.pid] = process.wait(timeout=max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
-                process.kill()
-                codes[process.pid] = process.wait()
-        return codes
 
 
 @pytest.fixture

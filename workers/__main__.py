@@ -1,7 +1,5 @@
 """`python -m workers [--concurrency C] [--batch B]`: the same as `recheck worker`."""
 
-import sys
+from workers.worker import main
 
-from shared.cli import main
-
-raise SystemExit(main(["worker", *sys.argv[1:]]))
+raise SystemExit(main())

@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from shared.config import ConfigError
+
 ALLOWED_RESULTS = (str, int, float, bool, type(None))
 
 
@@ -38,7 +40,7 @@ def per_row(fn: Callable) -> Callable:
     return fn
 
 
-class CheckLoadError(Exception):
+class CheckLoadError(ConfigError):
     """RECHECK_CHECK does not name a usable function."""
 
 
@@ -57,10 +59,12 @@ def load_check(reference: str) -> Callable:
     try:
         module = importlib.import_module(module_name)
     except Exception as error:  # any import failure is a configuration problem
-        raise CheckLoadError(f"cannot import {module_name!r}: {type(error).__name__}: {error}") from error
+        raise CheckLoadError(
+            f"RECHECK_CHECK={reference}: cannot import {module_name!r}: {type(error).__name__}: {error}"
+        ) from error
     fn = getattr(module, attribute, None)
     if not callable(fn):
-        raise CheckLoadError(f"{module_name!r} has no function {attribute!r}")
+        raise CheckLoadError(f"RECHECK_CHECK={reference}: {module_name!r} has no function {attribute!r}")
     return fn
 
 

@@ -15,12 +15,12 @@ import time
 import pymysql
 import pytest
 
+from bench.servers import wait_for
 from shared.entries import parse_entries
 from shared.keys import Keys
-from shared.localservers import wait_for
 from shared.outage import MAX_BACKOFF
-from tests.chaos.harness import Cluster
-from tests.helpers import scalar
+from tests.support.cluster import Cluster
+from tests.support.helpers import scalar
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def worker_bound(s) -> float:
 def test_workers_killed_again_and_again_during_batches(cluster):
     # Checks cost 1 ms a row (0.2 s a batch), so workers are caught holding ids; 4 workers have
     # twice the capacity the 5,000 rows every 2 s need.
-    cluster.start(workers=4, check="tests.checks:row_cost", env={"TEST_CHECK_ROW_COST": "0.001"})
+    cluster.start(workers=4, check="tests.support.checks:row_cost", env={"TEST_CHECK_ROW_COST": "0.001"})
     kills, lost_batches = 10, 0
     for _ in range(kills):
         cluster.pause(1.0)
@@ -175,7 +175,7 @@ def test_a_paused_worker_is_reclaimed_and_its_late_write_changes_nothing(cluster
     keys = Keys(cluster.settings.key_prefix)
     rds = cluster.redis.client()
     # A worker with a slow check, so that it is paused while it holds a batch.
-    victim = cluster.start_worker(env={"RECHECK_CHECK": "tests.checks:slow", "TEST_CHECK_SLEEP": "1"})
+    victim = cluster.start_worker(env={"RECHECK_CHECK": "tests.support.checks:slow", "TEST_CHECK_SLEEP": "1"})
 
     def victim_holds():
         ids = [w.decode() for w in rds.smembers(keys.workers) if f"-{victim.pid}-" in w.decode()]

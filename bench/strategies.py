@@ -1,0 +1,168 @@
+"""The seed articles' MySQL queue-table strategies, run by `recheck bench` beside recheck.
+
+Each strategy's worker claims due rows its own way straight from MySQL, runs the same check,
+writes results back with the same fenced statement as recheck's workers and publishes the
+same heartbeat facts (checks, duplicates, lateness), so the benchmark measures only the
+difference in how rows are claimed:
+
+- for_update:     SELECT ... FOR UPDATE in a transaction (workers queue on the same rows)
+- skip_locked:    SELECT ... FOR UPDATE SKIP LOCKED
+- update_limit:   UPDATE ... SET owner = CONNECTION_ID() ... LIMIT n, then SELECT them
+- last_insert_id: UPDATE ... SET id = LAST_INSERT_ID(id) ... LIMIT 1, one row per claim
+
+`python -m bench.strategies NAME` runs one such worker (crash recovery is out of scope: a
+claimed row of a killed update_limit worker stays claimed, as in the articles without a reaper).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import threading
+
+import pymysql
+
+from shared.config import Settings
+from shared.db import RETRYABLE
+from shared.entries import Item, make_entry
+from shared.launch import launch
+from shared.loop import Service
+from shared.metrics import worker_metrics
+from shared.presence import Presence
+from shared.redisconn import REDIS_DOWN
+from shared.sql import Queries
+from workers.checks import batch_outcomes, load_check
+from workers.completer import Counters
+from workers.writeback import WriteBack
+
+log = logging.getLogger(__name__)
+
+STRATEGIES = ("for_update", "skip_locked", "update_limit", "last_insert_id")
+
+
+class StrategyWorker(Service):
+    role = "bench-worker"
+
+    def __init__(self, settings: Settings, strategy: str):
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(STRATEGIES)}")
+        super().__init__(settings)
+        self.strategy = strategy
+        self.queries = Queries(settings, "bench")
+        self.writeback = WriteBack(settings, self.db)
+        self.check = load_check(settings.check)
+        self.counters = Counters()
+        self.metrics = worker_metrics()
+        self.lateness_max = 0.0
+        self.conflicts = 0  # deadlocks and lock wait timeouts, retried
+        self.presence = Presence(
+            self.store, self.keys.heartbeat(self.id), self.keys.workers, self.id, settings.heartbeat_ttl
+        )
+        self._beating = threading.Event()
+
+    def startup(self) -> None:
+        self.writeback.read_column_limits()
+        self.beat()
+        threading.Thread(target=self._heartbeat_loop, daemon=True).start()
+
+    def beat(self) -> None:
+        c = self.counters
+        buckets, _ = self.metrics.lateness.snapshot()
+        window_max, self.lateness_max = self.lateness_max, 0.0
+        self.presence.publish(
+            {
+                "kind": self.strategy,
+                "checked": c.checked,
+                "failed": c.failed,
+                "stale": c.stale,
+                "rate": round(c.rate(), 1),
+                "lateness_buckets": buckets,
+                "lateness_max": round(window_max, 4),
+                "conflicts": self.conflicts,
+            }
+        )
+
+    def _heartbeat_loop(self) -> None:
+        while not self._beating.wait(self.settings.heartbeat_interval):
+            with contextlib.suppress(*REDIS_DOWN):
+                self.beat()
+
+    def shutdown(self) -> None:
+        self._beating.set()
+        with contextlib.suppress(*REDIS_DOWN):
+            self.presence.withdraw()
+
+    # -- claiming --------------------------------------------------------------------------
+    def poll(self) -> float:
+        try:
+            return self.claim_and_write()
+        except pymysql.err.OperationalError as error:
+            if error.args and error.args[0] in RETRYABLE:  # deadlock or lock wait timeout: retry
+                self.db.rollback()
+                self.conflicts += 1
+                return 0.0
+            raise
+
+    def claim_and_write(self) -> float:
+        conn = self.db.conn
+        if self.strategy in ("for_update", "skip_locked"):
+            # The claim's locks are held until COMMIT, so the write happens inside the transaction.
+            claim = self.queries.bench_claim_for_update
+            if self.strategy == "skip_locked":
+                claim = self.queries.bench_claim_skip_locked
+            conn.begin()
+            try:
+                items = self.items(self.db.query(claim, {"limit": self.settings.worker_batch}))
+                if items:
+                    self.write(items)
+                conn.commit()
+            except Exception:
+                self.db.rollback()
+                raise
+        elif self.strategy == "update_limit":
+            self.db.execute(self.queries.bench_claim_update_limit, {"limit": self.settings.worker_batch})
+            items = self.items(self.db.query(self.queries.bench_claimed))
+            if items:
+                self.write(items)
+                self.db.execute(self.queries.bench_release)
+        else:  # last_insert_id: one row per claim
+            claimed = self.db.execute(self.queries.bench_claim_last_insert_id)
+            items = self.items(self.db.query(self.queries.bench_last_claimed)) if claimed else []
+            if items:
+                self.write(items)
+                self.db.execute(self.queries.bench_release)
+        return 0.0 if items else self.settings.poll_interval
+
+    def items(self, rows) -> list[Item]:
+        return [Item(make_entry(row_id, due_ms), row_id, due_ms) for row_id, due_ms in rows]
+
+    def write(self, items: list[Item]) -> None:
+        outcomes = batch_outcomes([item.id for item in items], self.check([item.id for item in items]))
+        written = self.writeback.write(items, outcomes)
+        now_ms = self.writeback.db_now_ms()
+        lateness = [(now_ms - item.due_ms) / 1000 for item in items]
+        self.metrics.lateness.observe_many(lateness)
+        self.lateness_max = max(self.lateness_max, max(lateness))
+        c = self.counters
+        c.checked += written.succeeded
+        c.failed += written.failed
+        c.stale += written.stale  # claimed, but someone had written that due time: a duplicate
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1 or argv[0] not in STRATEGIES:
+        print(f"usage: python -m bench.strategies {{{','.join(STRATEGIES)}}}", file=sys.stderr)
+        return 2
+    return launch(f"bench-{argv[0]}", lambda settings: serve(settings, argv[0]))
+
+
+def serve(settings: Settings, strategy: str) -> int:
+    worker = StrategyWorker(settings, strategy)
+    worker.install_signal_handlers()
+    worker.run()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

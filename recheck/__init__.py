@@ -1,0 +1,1 @@
+"""The `recheck` command: parses arguments and runs the roles, the local supervisor and tools."""

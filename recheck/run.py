@@ -1,0 +1,204 @@
+"""`recheck run`: a dispatcher and N workers on this machine, supervised, with a live line.
+
+Each role runs as its own process (`python -m dispatcher`, `python -m workers`), exactly what
+compose runs. A child that dies unexpectedly is restarted (with a growing pause if it keeps
+dying). With --duration the whole set stops gracefully after that many seconds and a
+freshness summary is printed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from shared.config import Settings
+from shared.db import Database, DatabaseDown
+from shared.keys import Keys
+from shared.redisconn import REDIS_DOWN, connect_redis
+from shared.sql import Queries
+from shared.status import gather, verdict
+from shared.store import Store
+
+log = logging.getLogger("recheck.run")
+
+LIVE_COUNT_CAP = 100_000  # the live line counts overdue rows up to this many
+
+
+@dataclass
+class Child:
+    role: str
+    index: int
+    process: subprocess.Popen | None = None
+    restarts: int = 0
+    next_start: float = 0.0
+    started_at: float = field(default=0.0)
+
+
+class Runner:
+    def __init__(
+        self, settings: Settings, workers: int, duration: float | None, out=sys.stdout, on_tick=None
+    ):
+        self.settings = settings
+        self.duration = duration
+        self.out = out
+        self.children = [Child("dispatcher", 0)] + [Child("worker", i) for i in range(workers)]
+        self.stop_event = threading.Event()
+        self.signals = 0
+        self.env = {**os.environ, **settings.env_overrides()}
+        self.worst_lateness = 0.0
+        self.worst_overdue = 0
+        self.counters_at_start: dict[str, int] = {}
+        self.on_tick = on_tick  # called every second with (elapsed, children), e.g. MemoryWatch
+
+    def _on_signal(self, signum, _frame) -> None:
+        self.signals += 1
+        if self.signals > 1:
+            for child in self.children:
+                if child.process and child.process.poll() is None:
+                    child.process.kill()
+            os._exit(128 + signum)
+        self.stop_event.set()
+
+    def spawn(self, child: Child) -> None:
+        module = "dispatcher" if child.role == "dispatcher" else "workers"
+        env = dict(self.env)
+        base = self.settings.metrics_port
+        if base:  # one machine, one port each: the dispatcher on the base port, worker i on base + 1 + i
+            env["RECHECK_METRICS_PORT"] = str(base if child.role == "dispatcher" else base + 1 + child.index)
+        child.process = subprocess.Popen(
+            [sys.executable, "-m", module],
+            env=env,
+            start_new_session=True,  # Ctrl-C reaches only us; we stop children gracefully
+        )
+        child.started_at = time.monotonic()
+
+    def supervise(self) -> None:
+        now = time.monotonic()
+        for child in self.children:
+            process = child.process
+            if process is not None and process.poll() is None:
+                continue
+            if process is not None and child.next_start == 0.0:
+                child.restarts += 1
+                lived = now - child.started_at
+                pause = 0.0 if lived > 30 else min(2.0**child.restarts / 4, 30.0)
+                log.warning(
+                    "%s %d exited with code %s after %.1fs; restarting%s",
+                    child.role,
+                    child.index,
+                    process.returncode,
+                    lived,
+                    f" in {pause:.1f}s" if pause else "",
+                )
+                child.next_start = now + pause
+            if now >= child.next_start:
+                child.next_start = 0.0
+                self.spawn(child)
+
+    def live_line(self, db: Database, store: Store, elapsed: float) -> str:
+        facts = gather(self.settings, db, store, count_rows=False, cap=LIVE_COUNT_CAP)
+        if elapsed > self.settings.interval + 5:  # after warm-up
+            self.worst_lateness = max(self.worst_lateness, facts["oldest_lateness_s"])
+            self.worst_overdue = max(self.worst_overdue, facts["overdue_1s"])
+        overdue = f"{facts['overdue_1s']:,}" + ("+" if facts["overdue_1s"] >= LIVE_COUNT_CAP else "")
+        return (
+            f"[{elapsed:6.1f}s] {facts['checks_per_second']:>9,.0f} checks/s"
+            f" | queue {facts['queue_depth']:>7,} | in flight {facts['in_flight']:>7,}"
+            f" | overdue>1s {overdue:>7}"
+            f" | oldest {facts['oldest_lateness_s']:5.2f}s | workers {facts['live_workers']}"
+        )
+
+    def run(self) -> int:
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
+        db = Database(self.settings)
+        store = Store(connect_redis(self.settings), Keys(self.settings.key_prefix))
+        try:  # counters are cumulative in Redis; the summary reports this run's share
+            self.counters_at_start = gather(self.settings, db, store, count_rows=False, cap=1)["counters"]
+        except (DatabaseDown, *REDIS_DOWN):
+            self.counters_at_start = {}
+        started = time.monotonic()
+        interactive = self.out.isatty()
+        last_print = 0.0
+        for child in self.children:
+            self.spawn(child)
+        if self.settings.dashboard_port:
+            self.out.write(
+                f"dashboard: http://{self.settings.dashboard_host}:{self.settings.dashboard_port}/   "
+                f"metrics: http://{self.settings.metrics_host}:{self.settings.metrics_port}/metrics\n"
+            )
+        try:
+            while not self.stop_event.wait(1.0):
+                elapsed = time.monotonic() - started
+                self.supervise()
+                if self.on_tick:
+                    self.on_tick(elapsed, self.children)
+                try:
+                    line = self.live_line(db, store, elapsed)
+                except (DatabaseDown, *REDIS_DOWN) as error:
+                    line = f"[{elapsed:6.1f}s] status unavailable: {error}"
+                if interactive:
+                    self.out.write("\r\033[K" + line)
+                    self.out.flush()
+                elif elapsed - last_print >= 5:
+                    self.out.write(line + "\n")
+                    self.out.flush()
+                    last_print = elapsed
+                if self.duration is not None and elapsed >= self.duration:
+                    break
+            if interactive:
+                self.out.write("\n")
+            self.summary(db, store, time.monotonic() - started)
+        finally:
+            codes = self.stop_children()
+            db.close()
+        failed = {role: code for role, code in codes if code != 0}
+        if failed:
+            self.out.write(f"processes exiting with errors: {failed}\n")
+        return 1 if failed else 0
+
+    def summary(self, db: Database, store: Store, elapsed: float) -> None:
+        try:
+            facts = gather(self.settings, db, store)
+            stale = int(db.scalar(Queries(self.settings).count_stale, {"age_us": self.stale_age_us()}))
+        except (DatabaseDown, *REDIS_DOWN) as error:
+            self.out.write(f"summary unavailable: {error}\n")
+            return
+        counters = {k: v - self.counters_at_start.get(k, 0) for k, v in facts["counters"].items()}
+        lines = [
+            f"ran {elapsed:.0f} s: {counters.get('checked', 0):,} checks written, "
+            f"{counters.get('failed', 0):,} failed, {counters.get('stale', 0):,} fenced out as stale",
+            f"rows {facts['rows']:,}; not checked within the last {self.stale_age_us() / 1e6:g} s: {stale:,}",
+            f"after warm-up: worst oldest-lateness {self.worst_lateness:.2f} s, "
+            f"most rows overdue by > 1 s at once: {self.worst_overdue:,}",
+            f"now: {verdict(facts)}",
+        ]
+        self.out.write("\n".join(lines) + "\n")
+
+    def stale_age_us(self) -> int:
+        """A row is stale if its last check is older than one interval plus 1 s of lateness."""
+        return round((self.settings.interval + 1.0) * 1_000_000)
+
+    def stop_children(self) -> list[tuple[str, int]]:
+        alive = [c for c in self.children if c.process and c.process.poll() is None]
+        for child in alive:
+            child.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + self.settings.shutdown_timeout + 5
+        codes = []
+        for child in self.children:
+            if child.process is None:
+                continue
+            try:
+                code = child.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                log.error("%s %d did not stop in time; killing it", child.role, child.index)
+                child.process.kill()
+                code = child.process.wait()
+            codes.append((f"{child.role} {child.index}", code))
+        return codes

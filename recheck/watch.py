@@ -1,0 +1,87 @@
+"""`recheck status --watch`: the dashboard's facts in the terminal, refreshed every second."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+from rich.console import Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from shared.config import Settings
+from shared.db import Database, DatabaseDown
+from shared.keys import Keys
+from shared.redisconn import REDIS_DOWN, connect_redis
+from shared.status import Sampler, verdict
+from shared.store import Store
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def number(value) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def view(facts: dict) -> Group:
+    fresh = facts["fresh"]
+    rows = "all" if facts["rows"] is None else f"All {facts['rows']:,}"
+    headline = f"{rows} rows fresh" if fresh else f"{facts['overdue_1s']:,} rows overdue"
+    detail = verdict(facts)
+    head = Panel(
+        Text(f"{headline}\n", style="bold") + Text(detail),
+        title=f"recheck · {facts['table']} every {facts['interval_s']:g} s",
+        border_style="green" if fresh else "red",
+    )
+    figures = Table.grid(padding=(0, 3))
+    for _ in range(4):
+        figures.add_column(justify="right")
+        figures.add_column()
+    figures.add_row(
+        number(facts["checks_per_second"]), "checks/s",
+        seconds(facts["lateness_p99_s"]), "lateness p99",
+        seconds(facts["oldest_lateness_s"]), "oldest lateness",
+        number(facts["overdue_interval"]), "overdue > 1 interval",
+    )  # fmt: skip
+    figures.add_row(
+        number(facts["queue_depth"]), "queue depth",
+        number(facts["in_flight"]), "in flight",
+        f"{facts['live_workers']}", "live workers",
+        number(facts["quarantined"]), "quarantined",
+    )  # fmt: skip
+    workers = Table("worker", "checks/s", "checked", "failed", "stale", box=None, header_style="dim")
+    for worker in facts["workers"]:
+        workers.add_row(
+            str(worker.get("id", "?")),
+            number(worker.get("rate", 0)),
+            number(worker.get("checked", 0)),
+            number(worker.get("failed", 0)),
+            number(worker.get("stale", 0)),
+        )
+    parts = [head, figures, Text(""), workers]
+    problems = [f"quarantined {q['id']}: {q['reason']}" for q in facts["quarantined_ids"][:5]]
+    problems += [f"failing {r['id']} ({r['fails']}x): {r['error']}" for r in facts["failing"][:5]]
+    if problems:
+        parts += [Text(""), Text("\n".join(problems), style="yellow")]
+    return Group(*parts)
+
+
+def watch(settings: Settings, every: float = 1.0) -> int:
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    sampler = Sampler(settings, Database(settings), Store(connect_redis(settings), Keys(settings.key_prefix)))
+    with Live(Text("sampling…"), refresh_per_second=4, transient=False) as live:
+        while not stop.is_set():
+            try:
+                live.update(view(sampler.sample()))
+            except (DatabaseDown, *REDIS_DOWN) as error:
+                live.update(Panel(Text(f"unreachable: {error}; retrying"), border_style="red"))
+            stop.wait(every)
+    return 0

@@ -1,0 +1,74 @@
+"""How every recheck process and command starts: settings, logging, errors as exit codes.
+
+Exit codes: 0 ok, 1 failure (a server unreachable, a table that needs `init-db`), 2 bad
+configuration or usage. The roles' own main() and every `recheck` subcommand go through here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Callable
+
+import pymysql
+
+from shared.config import ConfigError, Settings, load_settings, redact_url
+from shared.db import DatabaseDown
+from shared.logs import setup_logging
+from shared.redisconn import REDIS_DOWN
+from shared.schema import SchemaProblem
+
+log = logging.getLogger("recheck")
+
+MYSQL_HINTS = {
+    1049: "; run `recheck init-db` to create it",
+    1146: "; run `recheck init-db` to create it",
+    1045: "; check the user and password in RECHECK_MYSQL_URL",
+    1142: "; the MySQL user lacks a privilege recheck needs (see README, least-privilege user)",
+}
+
+
+def launch(role: str, body: Callable[[Settings], int], overrides: dict | None = None) -> int:
+    """Load the settings (exit 2 on a bad value), set up logging as `role`, run body(settings)."""
+    settings = load_settings(**(overrides or {}))
+    setup_logging(role, settings.log_level, settings.log_format)
+    try:
+        return body(settings)
+    except pymysql.err.MySQLError as error:
+        code = error.args[0] if error.args else None
+        log.error("mysql error %s%s", error, MYSQL_HINTS.get(code, ""))
+        return 1
+    except DatabaseDown as error:
+        log.error("mysql at %s unreachable: %s", redact_url(settings.mysql_url), error)
+        return 1
+    except REDIS_DOWN as error:
+        log.error("redis at %s unreachable: %s", redact_url(settings.redis_url), error)
+        return 1
+    except SchemaProblem as problem:
+        log.error("%s", problem)
+        return 1
+    except ConfigError as error:
+        log.error("%s", error)
+        return 2
+
+
+# Argument types for the command lines of every process: a clear message instead of a traceback.
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+    return value

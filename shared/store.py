@@ -1,0 +1,249 @@
+"""recheck's state in Redis: every script call and every plain read or write of its keys.
+
+This is the only code that knows the KEYS/ARGV order of the Lua scripts in shared/lua (each
+script's header documents it) and which key each operation touches; the roles call methods
+named for what they do. Every key comes from one Keys object, so all of them share its hash
+tag and every script also runs on Redis Cluster.
+
+Each script is prefixed with _lib.lua (small helpers) and registered once per client; redis-py
+runs it with EVALSHA and reloads it transparently after a Redis restart empties the cache.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from functools import cache
+from importlib import resources
+from typing import NamedTuple
+
+import redis
+
+from shared.keys import Keys
+
+SCRIPT_NAMES = ("dispatch", "pop", "ack", "reclaim", "orphans", "lease")
+DELETE_CHUNK = 1000
+
+
+@cache
+def script_source(name: str) -> str:
+    folder = resources.files("shared").joinpath("lua")
+    return folder.joinpath("_lib.lua").read_text() + folder.joinpath(f"{name}.lua").read_text()
+
+
+class Pushed(NamedTuple):
+    pushed: int  # ids that were not in flight and went to the queue; -1: not the lease holder
+    depth: int  # queue length afterwards
+    lost: bool  # the epoch key was missing: Redis lost its data before this push
+
+
+class Taken(NamedTuple):
+    suspect: bool  # a group of reclaimed entries, taken alone
+    entries: list[bytes]
+
+
+class Counts(NamedTuple):
+    """What an acknowledgement adds to the shared counters."""
+
+    checked: int = 0
+    failed: int = 0
+    stale: int = 0
+    malformed: int = 0
+
+
+class Overview(NamedTuple):
+    queue_depth: int
+    suspects: int
+    in_flight: int
+    counters: dict[str, int]
+    leader: str | None
+
+
+class Store:
+    def __init__(self, client: redis.Redis, keys: Keys):
+        self.client = client
+        self.keys = keys
+        self._scripts = {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}
+
+    def _run(self, name: str, keys: Sequence[str], args: Sequence) -> object:
+        return self._scripts[name](keys=list(keys), args=list(args), client=self.client)
+
+    # -- dispatching (dispatch.lua) ---------------------------------------------------------
+    def push(self, owner: str, entries: Sequence[bytes]) -> Pushed:
+        """Queue entries whose id is not in flight, if `owner` holds the leader lease."""
+        k = self.keys
+        pushed, depth, lost = self._run(
+            "dispatch", [k.queue, k.inflight, k.stats, k.epoch, k.leader, k.completed], [owner, *entries]
+        )
+        return Pushed(int(pushed), int(depth), bool(lost))
+
+    def queue_depth(self) -> int:
+        return self.client.llen(self.keys.queue)
+
+    def highest_in_flight_due(self) -> int | None:
+        """The latest due time (ms) among ids in flight, or None if nothing is in flight."""
+        dues = self.client.hvals(self.keys.inflight)  # only after a rewind: rare
+        return max(int(due) for due in dues) if dues else None
+
+    def guard_key(self, name: str) -> str:
+        return {"sweep": self.keys.sweep_guard, "dispatch": self.keys.dispatch_guard}[name]
+
+    def begin_guard(self, name: str, ttl_ms: int) -> None:
+        """A pass rereading rows that may be in flight starts: acks record what completes."""
+        self.client.set(self.guard_key(name), 1, px=ttl_ms)
+
+    def end_guard(self, name: str) -> None:
+        self.client.delete(self.guard_key(name))
+
+    # -- the leader lease (lease.lua) -------------------------------------------------------
+    def hold_lease(self, owner: str, ttl_ms: int) -> str | None:
+        """Renew the lease if `owner` holds it, take it if free; returns the holder afterwards."""
+        holder = self._run("lease", [self.keys.leader], [owner, ttl_ms, "hold"])
+        return holder.decode() if holder else None
+
+    def release_lease(self, owner: str) -> None:
+        self._run("lease", [self.keys.leader], [owner, 0, "release"])
+
+    # -- a worker's entries (pop.lua, ack.lua) ----------------------------------------------
+    def take(self, worker: str, limit: int) -> Taken:
+        """Up to `limit` entries (a suspect group first) into the worker's processing set.
+
+        limit 0 only moves what a blocking wait delivered to the worker's landing list."""
+        k = self.keys
+        suspect, entries = self._run(
+            "pop", [k.queue, k.suspects, k.processing(worker), k.landing(worker)], [limit]
+        )
+        return Taken(bool(suspect), entries)
+
+    def wait_for_work(self, worker: str, timeout: float) -> bool:
+        """Block until the queue has an entry (moved into the landing list); False on timeout."""
+        moved = self.client.blmove(self.keys.queue, self.keys.landing(worker), timeout, "LEFT", "RIGHT")
+        return moved is not None
+
+    def held(self, worker: str) -> set[bytes]:
+        return self.client.smembers(self.keys.processing(worker))
+
+    def held_count(self, worker: str) -> int:
+        return self.client.scard(self.keys.processing(worker))
+
+    def acknowledge(self, worker: str, done: Sequence[bytes], back: Sequence[bytes], counts: Counts) -> int:
+        """Release finished entries still held, return untouched ones to the queue head, add the
+        counts. Returns how many finished entries the worker still held."""
+        k = self.keys
+        return self._run(
+            "ack",
+            [k.processing(worker), k.inflight, k.queue, k.stats, k.reclaims, k.sweep_guard,
+             k.dispatch_guard, k.completed],
+            [len(done), *counts, *done, *back],
+        )  # fmt: skip
+
+    # -- recovery (reclaim.lua, orphans.lua) ------------------------------------------------
+    def worker_ids(self) -> list[str]:
+        return sorted(w.decode() for w in self.client.smembers(self.keys.workers))
+
+    def reclaim(self, worker: str, max_reclaims: int, groups: int) -> tuple[int, int] | None:
+        """Give back what a worker held if its heartbeat expired: None if it is alive, else
+        (ids reclaimed, ids set aside for quarantine)."""
+        k = self.keys
+        result = self._run(
+            "reclaim",
+            [k.heartbeat(worker), k.processing(worker), k.landing(worker), k.suspects, k.reclaims,
+             k.workers, k.quarantine, k.stats],
+            [worker, max_reclaims, groups],
+        )  # fmt: skip
+        return (int(result[0]), int(result[1])) if result else None
+
+    def pending_quarantine(self) -> dict[bytes, bytes]:
+        """id -> entry of ids the reclaimer set aside to be parked in MySQL."""
+        return self.client.hgetall(self.keys.quarantine)
+
+    def forget_quarantined(self, ids: Sequence[bytes], fields: Sequence[bytes], parked: int) -> None:
+        """Parked in MySQL: let go of these ids in Redis."""
+        k = self.keys
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hdel(k.inflight, *ids)
+        pipe.hdel(k.quarantine, *fields)
+        pipe.hdel(k.reclaims, *ids)
+        pipe.hincrby(k.stats, "quarantined", parked)
+        pipe.execute()
+
+    def forget_reclaims(self, ids: Sequence[int]) -> None:
+        """`recheck release`: released rows start with a clean record."""
+        self.client.hdel(self.keys.reclaims, *[str(i) for i in ids])
+
+    def scan_in_flight(self) -> Iterator[tuple[bytes, bytes]]:
+        """(id, due_ms) pairs in flight (HSCAN: never blocks Redis)."""
+        return self.client.hscan_iter(self.keys.inflight, count=1000)
+
+    def release_orphans(self, candidates: Sequence[bytes], workers: Sequence[str]) -> list[bytes] | None:
+        """Release the candidate (id, due) pairs that no queue, group or worker holds; None if the
+        set of workers changed since the caller read it (read again and retry)."""
+        k = self.keys
+        held = [key for w in workers for key in (k.processing(w), k.landing(w))]
+        released = self._run(
+            "orphans",
+            [k.inflight, k.queue, k.suspects, k.quarantine, k.stats, k.workers, *held],
+            [len(candidates) // 2, *candidates, *workers],
+        )
+        return None if released == -1 else released
+
+    # -- presence and status ----------------------------------------------------------------
+    def publish_heartbeat(self, key: str, registry: str, member: str, payload: dict, ttl_ms: int) -> None:
+        pipe = self.client.pipeline(transaction=True)
+        pipe.set(key, json.dumps(payload), px=ttl_ms)
+        pipe.sadd(registry, member)
+        pipe.execute()
+
+    def withdraw_heartbeat(self, key: str, registry: str, member: str) -> None:
+        pipe = self.client.pipeline(transaction=True)
+        pipe.delete(key)
+        pipe.srem(registry, member)
+        pipe.execute()
+
+    def live_heartbeats(self, registry: str, key_of: Callable[[str], str]) -> list[dict]:
+        """Parsed heartbeat payloads of the members of `registry` whose heartbeat key is alive."""
+        members = sorted(m.decode() for m in self.client.smembers(registry))
+        if not members:
+            return []
+        alive = []
+        for member, raw in zip(members, self.client.mget([key_of(m) for m in members]), strict=True):
+            if raw is None:
+                continue
+            try:
+                payload = json.loads(raw)
+            except ValueError:
+                payload = None
+            if not isinstance(payload, dict):
+                payload = {}  # a heartbeat we cannot read still counts as alive
+            payload.setdefault("id", member)
+            alive.append(payload)
+        return alive
+
+    def live_workers(self) -> list[dict]:
+        return self.live_heartbeats(self.keys.workers, self.keys.heartbeat)
+
+    def live_dispatchers(self) -> list[dict]:
+        return self.live_heartbeats(self.keys.dispatchers, self.keys.dispatcher_heartbeat)
+
+    def overview(self) -> Overview:
+        k = self.keys
+        pipe = self.client.pipeline(transaction=False)
+        pipe.llen(k.queue)
+        pipe.llen(k.suspects)
+        pipe.hlen(k.inflight)
+        pipe.hgetall(k.stats)
+        pipe.get(k.leader)
+        depth, suspects, inflight, stats, leader = pipe.execute()
+        counters = {name.decode(): int(value) for name, value in sorted(stats.items())}
+        return Overview(depth, suspects, inflight, counters, leader.decode() if leader else None)
+
+    # -- whole-prefix housekeeping (benchmarks) ---------------------------------------------
+    def clear(self) -> None:
+        """Delete every key under this prefix."""
+        found = list(self.client.scan_iter(match=self.keys.all_prefixed(), count=1000))
+        for start in range(0, len(found), DELETE_CHUNK):
+            self.client.delete(*found[start : start + DELETE_CHUNK])
+
+    def drop_transit(self) -> None:
+        """Forget the queue and the in-flight set (a benchmark resetting between measurements)."""
+        self.client.delete(self.keys.queue, self.keys.inflight)

@@ -1,0 +1,53 @@
+"""`recheck bench` end to end on small tables: real processes, real servers, real figures.
+
+Not a speed test (figures on a shared CI machine mean nothing); it checks that every strategy
+runs and is measured, and that the poll mode reads one index page per poll at two sizes.
+"""
+
+from __future__ import annotations
+
+import json
+
+from bench.compare import ALL_STRATEGIES, BenchConfig, run_bench
+from bench.pollcost import run_poll_bench
+
+
+def test_every_strategy_drains_and_is_measured(settings, tmp_path):
+    said = []
+    config = BenchConfig(
+        mode="drain", rows=20_000, workers=2, seconds=2.0, warmup=0.0, interval=10.0,
+        strategies=ALL_STRATEGIES, check="workers.demo:noop", concurrency=10, batch=200,
+        out=tmp_path,
+    )  # fmt: skip
+    report = run_bench(settings, config, say=said.append)
+    results = {r["strategy"]: r for r in report["results"]}
+    assert list(results) == list(ALL_STRATEGIES)
+    for name, result in results.items():
+        assert result["checks"] > 0, name
+        assert result["duplicates"] == 0, name
+        assert result["cpu_seconds"]["mariadbd"] > 0, name
+        assert result["cpu_us_per_check"] > 0, name
+    assert "dispatcher" in results["recheck"]["cpu_seconds"]  # the dispatcher's CPU is counted too
+    assert 40 < report["redis_bytes_per_queued_id"] < 300
+    (written,) = tmp_path.glob("bench-drain-*.json")
+    assert json.loads(written.read_text())["results"][0]["strategy"] == "recheck"
+    table = "\n".join(said)
+    assert "vs best seed" in table and "last_insert_id" in table
+
+
+def test_steady_mode_reports_lateness(settings, tmp_path):
+    config = BenchConfig(
+        mode="steady", rows=2000, workers=1, seconds=3.0, warmup=2.0, interval=1.0,
+        strategies=("recheck",), check="workers.demo:noop", concurrency=10, batch=200, out=tmp_path,
+    )  # fmt: skip
+    (result,) = run_bench(settings, config, say=lambda _: None)["results"]
+    assert result["checks"] > 2000  # every row about once a second for 3 s
+    assert 0 < result["lateness_p50_s"] <= result["lateness_p99_s"] <= result["lateness_max_s"] < 2.0
+
+
+def test_a_poll_reads_one_page_at_each_size(settings, tmp_path):
+    results = run_poll_bench(settings, [10_000, 30_000], polls=3, out=tmp_path, say=lambda _: None)
+    assert [r.rows for r in results] == [10_000, 30_000]
+    for result in results:
+        assert result.ids_per_poll == settings.dispatch_batch
+        assert settings.dispatch_batch <= result.index_rows_read <= settings.dispatch_batch + 2

@@ -1,0 +1,146 @@
+"""The `recheck` command as a user runs it: a subprocess with RECHECK_* variables."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import pytest
+
+from bench.servers import wait_for
+from tests.support.helpers import query, recheck, scalar
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("RECHECK_INTERVAL", "-1"),
+        ("RECHECK_INTERVAL", "ten"),
+        ("RECHECK_TABLE", "users`; DROP TABLE users; --"),
+        ("RECHECK_WORKER_BATCH", "0"),
+        ("RECHECK_CHECK", "not a reference"),
+        ("RECHECK_LOG_FORMAT", "xml"),
+    ],
+)
+def test_a_bad_value_exits_2_with_one_line_naming_the_variable(variable, value):
+    result = recheck("status", env={variable: value})
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert variable in lines[0] and "configuration error" in lines[0]
+
+
+def test_a_bad_url_is_reported_without_its_password():
+    result = recheck("status", env={"RECHECK_MYSQL_URL": "postgres://app:hunter2@db/x"})
+    assert result.returncode == 2
+    assert "RECHECK_MYSQL_URL" in result.stderr and "hunter2" not in result.stderr
+
+
+def test_an_unimportable_check_exits_2_with_the_reason(settings):
+    result = recheck("worker", settings=settings, env={"RECHECK_CHECK": "no_such_package.mod:check"})
+    assert result.returncode == 2
+    assert "RECHECK_CHECK=no_such_package.mod:check" in result.stderr
+    assert "No module named 'no_such_package'" in result.stderr
+
+
+def test_init_db_is_idempotent(make_settings):
+    settings = make_settings()
+    first, second = recheck("init-db", settings=settings), recheck("init-db", settings=settings)
+    assert first.returncode == 0 and second.returncode == 0
+    assert "is ready" in second.stdout
+
+
+def test_init_db_prints_the_alter_an_existing_table_needs_and_applies_it_on_request(settings, sql):
+    query(
+        sql, "CREATE TABLE devices (device_id INT UNSIGNED PRIMARY KEY, name VARCHAR(40), status VARCHAR(20))"
+    )
+    env = {"RECHECK_TABLE": "devices", "RECHECK_ID_COLUMN": "device_id"}
+    dry = recheck("init-db", settings=settings, env=env)
+    assert dry.returncode == 1
+    expected = [
+        "ADD COLUMN `checked_at`",
+        "ADD COLUMN `next_check_at` DATETIME(3) NOT NULL",
+        "ADD COLUMN `check_count`",
+        "ADD COLUMN `fail_count`",
+        "ADD COLUMN `last_error`",
+        "ADD KEY `recheck_due` (`next_check_at`, `device_id`)",
+    ]
+    for clause in expected:
+        assert clause in dry.stdout
+    assert "ADD COLUMN `status`" not in dry.stdout  # it exists already
+    worker = recheck("worker", settings=settings, env=env)
+    assert worker.returncode == 1 and "recheck init-db --apply" in worker.stderr
+    applied = recheck("init-db", "--apply", settings=settings, env=env)
+    assert applied.returncode == 0, applied.stderr
+    assert "is ready" in recheck("init-db", settings=settings, env=env).stdout
+
+
+def test_init_db_refuses_a_table_it_cannot_use(settings, sql):
+    query(sql, "CREATE TABLE hosts (hostname VARCHAR(100) PRIMARY KEY)")
+    result = recheck(
+        "init-db", settings=settings, env={"RECHECK_TABLE": "hosts", "RECHECK_ID_COLUMN": "hostname"}
+    )
+    assert result.returncode == 1
+    assert "recheck needs an integer id" in result.stdout
+
+
+def test_seed_spreads_due_times_over_one_interval_or_makes_them_due_now(make_settings, sql):
+    settings = make_settings(interval=10)
+    result = recheck("seed", "--rows", "1000", settings=settings)
+    assert result.returncode == 0, result.stderr
+    assert "inserted ids 1..1,000" in result.stdout
+    spread = scalar(sql, "SELECT TIMESTAMPDIFF(MICROSECOND, MIN(next_check_at), MAX(next_check_at)) / 1e6 "
+                         "FROM user_block_status")  # fmt: skip
+    assert 9.9 <= float(spread) <= 10.0
+    assert recheck("seed", "--rows", "500", "--due-now", settings=settings).returncode == 0
+    assert (
+        scalar(sql, "SELECT COUNT(DISTINCT next_check_at) FROM user_block_status WHERE user_id > 1000") == 1
+    )
+    assert recheck("seed", "--rows", "0", settings=settings).returncode == 2  # argparse: must be >= 1
+
+
+def test_status_json_and_text(settings, sql, procs):
+    recheck("seed", "--rows", "300", "--due-now", settings=settings)
+    query(sql, "UPDATE user_block_status SET next_check_at = IF(user_id <= 100, NOW(3) - INTERVAL 5 SECOND, "
+               "NOW(3) + INTERVAL 1 HOUR)")  # fmt: skip
+    facts = json.loads(recheck("status", "--json", settings=settings).stdout)
+    assert (facts["rows"], facts["due_now"], facts["overdue_1s"]) == (300, 100, 100)
+    assert facts["live_workers"] == 0 and not facts["fresh"]
+    assert 5 <= facts["oldest_lateness_s"] < 7
+    text = recheck("status", settings=settings).stdout
+    assert "100 rows overdue by more than 1 s" in text
+    assert "no live workers; no live dispatcher" in text
+
+
+def test_run_supervises_and_stops_gracefully_with_a_freshness_summary(make_settings):
+    settings = make_settings(interval=2.0)
+    recheck("seed", "--rows", "2000", settings=settings)
+    result = recheck("run", "--workers", "2", "--duration", "7", settings=settings, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "not checked within the last 3 s: 0" in result.stdout, result.stdout
+    assert "every row fresh" in result.stdout
+    assert result.stderr.count("worker") >= 2 and "stopped:" in result.stderr
+
+
+def test_run_restarts_a_crashed_worker_and_the_poison_id_is_quarantined(make_settings, sql):
+    settings = make_settings(interval=2.0, max_reclaims=3)
+    recheck("seed", "--rows", "200", "--due-now", settings=settings)
+    env = {"RECHECK_CHECK": "tests.support.checks:poison", "TEST_CHECK_POISON": "77"}
+    result = recheck("run", "--workers", "1", "--duration", "14", settings=settings, env=env, timeout=90)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stderr.count("worker 0 exited with code 99") >= 3, result.stderr
+    assert "quarantined ids 77" in result.stderr
+    due, error = query(sql, "SELECT next_check_at, last_error FROM user_block_status WHERE user_id = 77")[0]
+    assert due.year == 9999 and error.startswith("quarantined")
+    assert scalar(sql, "SELECT COUNT(*) FROM user_block_status WHERE check_count = 0 AND user_id <> 77") == 0
+
+
+def test_json_logs_are_one_object_per_line_without_secrets(settings, procs):
+    proc = procs.start("worker", settings, env={"RECHECK_LOG_FORMAT": "json"})
+    wait_for(lambda: "started" in procs.log_of(proc), 15, "the worker to start")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=15) == 0
+    events = [json.loads(line) for line in procs.log_of(proc).splitlines() if line.strip()]
+    assert [e["msg"].split(" ")[0] for e in events if e["level"] == "info"][:1] == ["worker"]
+    assert all({"ts", "level", "role", "pid", "msg"} <= set(e) for e in events)
+    assert any("stopped:" in e["msg"] for e in events)

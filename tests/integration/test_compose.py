@@ -1,0 +1,384 @@
+"""compose.yaml and deploy/Dockerfile, checked without a container engine (none runs here).
+
+- compose.yaml validates against the Compose Specification schema and follows the rules a
+  scalable production file needs (health checks, conditions, grace periods, no fixed names);
+- every recheck service's command runs as a local process with the environment its container
+  would have (the image's ENV plus the service's `environment`, interpolated from
+  .env.example), service host names pointing at local servers; each reaches healthy by its own
+  compose health check command, and the worker's health check fails once it is stopped;
+- the Dockerfiles follow the image rules: slim base, non-root, exec-form entrypoint, every
+  dependency pinned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import jsonschema
+import pymysql
+import pytest
+import yaml
+from dotenv import dotenv_values  # python-dotenv: pydantic-settings' own .env reader
+
+from bench.servers import MariaDBServer, RedisServer, wait_for
+from tests.support.helpers import REPO, scalar
+
+# The machine's copy if this clone sits next to it, else the copy kept in tests/data.
+SCHEMA = next(
+    path
+    for path in (
+        REPO.parent / "shared" / "schemas" / "compose-spec.json",
+        REPO / "tests" / "data" / "compose-spec.json",
+    )
+    if path.exists()
+)
+RECHECK_SERVICES = ("init", "dispatcher", "worker")
+LONG_RUNNING = ("mysql", "redis", "dispatcher", "worker", "prometheus", "grafana")
+DOCKERFILE = REPO / "deploy" / "Dockerfile"
+
+
+def compose() -> dict:
+    return yaml.safe_load((REPO / "compose.yaml").read_text())
+
+
+def interpolate(text: str, variables: dict[str, str]) -> str:
+    """Compose's ${VAR}, ${VAR:-default} and ${VAR:?error} forms, and $$ for a literal $."""
+
+    def replace(match: re.Match) -> str:
+        name, op, arg = match.group(1), match.group(2), match.group(3)
+        value = variables.get(name, "")
+        if op == ":-" and not value:
+            return arg
+        if op == ":?" and not value:
+            raise ValueError(f"{name}: {arg}")
+        return value
+
+    text = re.sub(r"\$\{(\w+)(?:(:-|:\?)([^}]*))?\}", replace, text)
+    return text.replace("$$", "$")
+
+
+def seconds(duration: str) -> float:
+    return float(duration.rstrip("s"))
+
+
+def dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, continuation lines joined, comments dropped."""
+    joined, current = [], ""
+    for line in path.read_text().splitlines():
+        if line.lstrip().startswith("#"):
+            continue
+        current += line.rstrip("\\").strip() + " " if line.rstrip().endswith("\\") else line.strip()
+        if not line.rstrip().endswith("\\"):
+            if current.strip():
+                joined.append(current.strip())
+            current = ""
+    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in joined]
+
+
+def image_environment() -> dict[str, str]:
+    env = {}
+    for instruction, arguments in dockerfile_instructions(DOCKERFILE):
+        if instruction == "ENV":
+            env.update(pair.split("=", 1) for pair in arguments.split())
+    return env
+
+
+# -- the file itself ----------------------------------------------------------------------------
+def test_compose_file_is_valid_against_the_compose_spec():
+    jsonschema.Draft7Validator(json.loads(SCHEMA.read_text())).validate(compose())
+
+
+def test_workers_scale_and_stop_gracefully():
+    spec = compose()
+    assert "version" not in spec
+    services = spec["services"]
+    worker = services["worker"]
+    assert "container_name" not in worker and "ports" not in worker
+    assert not any("container_name" in service for service in services.values())
+    shutdown_timeout = 10.0  # RECHECK_SHUTDOWN_TIMEOUT's default; compose does not change it
+    assert "RECHECK_SHUTDOWN_TIMEOUT" not in worker["environment"]
+    assert seconds(worker["stop_grace_period"]) > shutdown_timeout
+    assert services["dispatcher"]["deploy"]["replicas"] == 2  # a leader and a standby
+    for name in RECHECK_SERVICES:
+        assert services[name]["command"][0] in {"init-db", "dispatcher", "worker"}
+
+
+def test_start_order_health_checks_and_restart_policies():
+    services = compose()["services"]
+    assert services["init"]["depends_on"]["mysql"]["condition"] == "service_healthy"
+    assert services["init"]["restart"] == "no"
+    for name in ("dispatcher", "worker"):
+        assert services[name]["depends_on"]["init"]["condition"] == "service_completed_successfully"
+        assert services[name]["depends_on"]["redis"]["condition"] == "service_healthy"
+        assert services[name]["healthcheck"]["test"] == ["CMD", "recheck", "health"]
+    for name in LONG_RUNNING:
+        assert services[name]["restart"] == "unless-stopped", name
+        assert services[name]["healthcheck"]["test"], name
+    assert services["grafana"]["depends_on"]["prometheus"]["condition"] == "service_healthy"
+
+
+def test_passwords_come_only_from_env_and_ports_stay_local():
+    text = (REPO / "compose.yaml").read_text()
+    variables = dict(dotenv_values(REPO / ".env.example"))
+    for name, value in variables.items():
+        if "PASSWORD" in name:
+            assert value not in text, name  # the example's values never leak into the file
+            assert f"${{{name}:?" in text, name  # required: compose refuses to start without it
+    assert not (REPO / ".env").exists() or ".env" in (REPO / ".gitignore").read_text().split()
+    for service in compose()["services"].values():
+        for port in service.get("ports", []):
+            assert port.startswith("127.0.0.1:"), port  # published on this machine only
+
+
+def test_monitoring_profile_mounts_the_provisioned_files():
+    services = compose()["services"]
+    for name in ("prometheus", "grafana"):
+        assert services[name]["profiles"] == ["monitoring"]
+        for volume in services[name]["volumes"]:
+            source = volume.split(":", 1)[0]
+            if source.startswith("./"):
+                assert (REPO / source).exists(), source
+    prometheus = yaml.safe_load((REPO / "deploy/prometheus/prometheus.yml").read_text())
+    assert prometheus["rule_files"] == ["/etc/prometheus/alerts.yml"]
+    assert prometheus["scrape_configs"][0]["dns_sd_configs"][0]["names"] == ["dispatcher", "worker"]
+    provider = yaml.safe_load((REPO / "deploy/grafana/provisioning/dashboards/recheck.yml").read_text())
+    dashboards = provider["providers"][0]["options"]["path"]
+    assert f"./deploy/grafana/dashboards:{dashboards}:ro" in services["grafana"]["volumes"]
+    datasource = yaml.safe_load((REPO / "deploy/grafana/provisioning/datasources/prometheus.yml").read_text())
+    assert datasource["datasources"][0]["url"] == "http://prometheus:9090"
+
+
+# -- the Dockerfiles ----------------------------------------------------------------------------
+def test_dockerfile_follows_the_image_rules():
+    instructions = dockerfile_instructions(DOCKERFILE)
+    kinds = [kind for kind, _ in instructions]
+    assert re.fullmatch(r"python:3\.\d+-slim", dict(instructions)["FROM"])
+    users = [arguments for kind, arguments in instructions if kind == "USER"]
+    assert users and users[-1] not in {"root", "0"}  # the image runs as a non-root user
+    assert kinds.index("ENTRYPOINT") > max(i for i, kind in enumerate(kinds) if kind == "USER")
+    entrypoint = dict(instructions)["ENTRYPOINT"]
+    assert json.loads(entrypoint) == ["recheck"]  # exec form: SIGTERM reaches Python
+    assert image_environment()["PYTHONUNBUFFERED"] == "1"
+    installs = [arguments for kind, arguments in instructions if kind == "RUN" and "pip install" in arguments]
+    assert installs and all("--no-deps" in command for command in installs)  # only what is pinned
+    assert any("-r /app/deploy/requirements.lock" in command for command in installs)
+
+
+def test_the_image_ships_the_product_and_not_the_benchmark():
+    copied = set()
+    for kind, arguments in dockerfile_instructions(DOCKERFILE):
+        if kind == "COPY":
+            copied |= {source.split("/")[0] for source in arguments.split()[:-1]}
+    assert {"shared", "dispatcher", "workers", "recheck"} <= copied
+    assert not copied & {"bench", "tests", "docs"}, copied
+    # What is copied must not need what is not: the product imports bench nowhere (the command
+    # loads it by name for `recheck bench` only; tests/unit/test_architecture.py checks imports).
+    for package in ("shared", "dispatcher", "workers", "recheck"):
+        for path in (REPO / package).rglob("*.py"):
+            assert not re.search(r"^\s*(from|import) bench\b", path.read_text(), re.MULTILINE), path
+
+
+def test_every_runtime_dependency_is_pinned_in_the_lock():
+    lines = [
+        line
+        for line in (REPO / "deploy/requirements.lock").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    pinned = {}
+    for line in lines:
+        assert re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][A-Za-z0-9.]*", line), line
+        name, version = line.split("==")
+        pinned[re.sub(r"[-_.]+", "-", name).lower()] = version
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    for requirement in project["dependencies"]:
+        name = re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9_.-]+", requirement).group()).lower()
+        assert name in pinned, requirement
+    for extra in ("hiredis", "cryptography"):  # redis[hiredis], PyMySQL[rsa]
+        assert extra in pinned
+
+
+def test_example_check_image_returns_to_the_non_root_user():
+    instructions = dockerfile_instructions(REPO / "deploy/example-check/Dockerfile")
+    assert [arguments for kind, arguments in instructions if kind == "USER"][-1] == "recheck"
+
+
+# -- every recheck service, run as a local process ---------------------------------------------
+class Stack:
+    """Local servers standing in for the compose `mysql` and `redis` services."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.variables = dict(dotenv_values(REPO / ".env.example"))
+        self.mysql = MariaDBServer(root / "mysql")
+        password = self.variables["REDIS_PASSWORD"]
+        self.redis = RedisServer(root / "redis", extra=("--requirepass", password))
+        self.redis.password = password
+
+    def start(self) -> None:
+        self.mysql.start()
+        with self.mysql.connect() as conn, conn.cursor() as cursor:  # as the mysql image sets it up
+            hosts = "('localhost', '127.0.0.1', '::1')"
+            cursor.execute(f"SELECT Host FROM mysql.user WHERE User = 'root' AND Host IN {hosts}")
+            root_password = self.variables["MYSQL_ROOT_PASSWORD"]
+            for (host,) in cursor.fetchall():
+                cursor.execute("ALTER USER 'root'@%s IDENTIFIED BY %s", (host, root_password))
+        self.redis.start()
+
+    def stop(self) -> None:
+        self.redis.kill()
+        self.mysql.kill()
+
+    def environment(self, name: str, overrides: dict[str, str] | None = None) -> dict[str, str]:
+        """What the container of service `name` would have, pointed at the local servers."""
+        service = compose()["services"][name]
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("RECHECK_")}
+        environment.update(image_environment())
+        environment.update(
+            {k: interpolate(str(v), self.variables) for k, v in service["environment"].items()}
+        )
+        environment.update(overrides or {})
+        for key, value in environment.items():
+            value = value.replace("@mysql:3306/", f"@127.0.0.1:{self.mysql.port}/")
+            environment[key] = value.replace("@redis:6379/", f"@127.0.0.1:{self.redis.port}/")
+        # The container's own /tmp, and the check package mounted at /opt/checks.
+        environment["RECHECK_HEALTH_FILE"] = str(self.root / f"{name}.health")
+        mounts = [interpolate(v, self.variables).split(":")[:2] for v in service.get("volumes", [])]
+        checks_dir = dict((target, source) for source, target in mounts)["/opt/checks"]
+        pythonpath = environment["PYTHONPATH"].replace("/opt/checks", str(REPO / checks_dir))
+        environment["PYTHONPATH"] = os.pathsep.join((pythonpath, str(REPO)))
+        environment["RECHECK_METRICS_PORT"] = "0"  # several "containers" share this machine
+        environment["RECHECK_DASHBOARD_PORT"] = "0"
+        return environment
+
+    def command(self, argv: list[str]) -> list[str]:
+        return [sys.executable, "-m", "recheck", *argv]
+
+    def start_service(self, name: str, overrides: dict[str, str] | None = None) -> subprocess.Popen:
+        log = open(self.root / f"{name}.log", "ab")  # noqa: SIM115 (closed with the process)
+        command = self.command(compose()["services"][name]["command"])
+        return subprocess.Popen(
+            command, env=self.environment(name, overrides), cwd=REPO, stdout=log, stderr=log
+        )
+
+    def health(self, name: str, overrides: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        test = compose()["services"][name]["healthcheck"]["test"]
+        assert test[0] == "CMD" and test[1] == "recheck"
+        return subprocess.run(
+            self.command(test[2:]), env=self.environment(name, overrides), cwd=REPO,
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+
+    def log(self, name: str) -> str:
+        return (self.root / f"{name}.log").read_text()
+
+    def as_app_user(self) -> pymysql.connections.Connection:
+        return self.connect("recheck", self.variables["RECHECK_MYSQL_PASSWORD"])
+
+    def insert_due_rows(self, count: int) -> None:
+        with self.connect("root", self.variables["MYSQL_ROOT_PASSWORD"]) as conn, conn.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO user_block_status (user_id, next_check_at) SELECT seq, NOW(3) "
+                f"FROM seq_1_to_{count:d}"  # MariaDB's sequence engine: test data only
+            )
+
+    def connect(self, user: str, password: str) -> pymysql.connections.Connection:
+        return pymysql.connect(
+            host="127.0.0.1", port=self.mysql.port, user=user, password=password, database="recheck",
+            autocommit=True,
+        )  # fmt: skip
+
+
+@pytest.fixture
+def stack(tmp_path):
+    stack = Stack(tmp_path)
+    stack.start()
+    yield stack
+    stack.stop()
+
+
+def run_init(stack: Stack) -> None:
+    init = stack.start_service("init")
+    assert init.wait(timeout=60) == 0, stack.log("init")
+    assert "created table recheck.user_block_status" in stack.log("init")
+    assert "user 'recheck'@'%' may SELECT and UPDATE recheck.user_block_status" in stack.log("init")
+
+
+def test_every_recheck_service_runs_healthy_with_its_compose_environment(stack):
+    run_init(stack)
+    # The least-privilege user: reads and updates the table, nothing more.
+    with stack.as_app_user() as conn, conn.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM user_block_status")
+        with pytest.raises(pymysql.err.OperationalError, match="denied"):
+            cursor.execute("DELETE FROM user_block_status")
+    stack.insert_due_rows(300)
+
+    processes = {name: stack.start_service(name) for name in ("dispatcher", "worker")}
+    try:
+        for name, process in processes.items():
+            wait_for(lambda name=name: stack.health(name).returncode == 0, 30, f"{name} healthy")
+            assert process.poll() is None, stack.log(name)
+            assert "is alive, heartbeat fresh" in stack.health(name).stdout
+        with stack.as_app_user() as conn:
+            done = "SELECT COUNT(*) FROM user_block_status WHERE check_count >= 1"
+            wait_for(lambda: scalar(conn, done) == 300, 30, "the workers to check all 300 rows")
+        for name in processes:
+            log = stack.log(name)
+            assert "started" in log, log
+            for secret in ("MYSQL_ROOT_PASSWORD", "RECHECK_MYSQL_PASSWORD", "REDIS_PASSWORD"):
+                assert stack.variables[secret] not in log, secret
+    finally:
+        for process in processes.values():
+            process.send_signal(signal.SIGTERM)
+        for name, process in processes.items():
+            assert process.wait(timeout=30) == 0, stack.log(name)
+    # Stopped gracefully: the health check now fails at once (no waiting out the TTL).
+    stopped = stack.health("worker")
+    assert stopped.returncode == 1, stopped.stdout
+    assert stopped.stdout.startswith("unhealthy:")
+
+
+def test_worker_health_fails_when_killed_or_paused(stack):
+    run_init(stack)
+    worker = stack.start_service("worker")
+    try:
+        wait_for(lambda: stack.health("worker").returncode == 0, 30, "worker healthy")
+        worker.send_signal(signal.SIGSTOP)  # alive but stuck: its heartbeat key expires
+        wait_for(lambda: stack.health("worker").returncode == 1, 15, "paused worker unhealthy")
+        assert "has not heartbeaten in time" in stack.health("worker").stdout
+        worker.send_signal(signal.SIGCONT)
+        wait_for(lambda: stack.health("worker").returncode == 0, 15, "resumed worker healthy again")
+        worker.kill()  # kill -9: no chance to clean up, the pid is gone
+        worker.wait(timeout=10)
+        dead = stack.health("worker")
+        assert dead.returncode == 1 and "is gone" in dead.stdout, dead.stdout
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+
+
+def test_the_example_check_package_runs_from_its_mount(stack, tmp_path):
+    run_init(stack)
+    blocklist = tmp_path / "blocklist.txt"
+    blocklist.write_text("2\n4\n")
+    stack.insert_due_rows(5)
+    overrides = {"RECHECK_CHECK": "acme_checks.blocklist:check", "ACME_BLOCKLIST": str(blocklist)}
+    processes = [stack.start_service("dispatcher"), stack.start_service("worker", overrides)]
+    try:
+        with stack.as_app_user() as conn:
+            done = "SELECT COUNT(*) FROM user_block_status WHERE check_count >= 1"
+            wait_for(lambda: scalar(conn, done) == 5, 30, "the example check to run")
+            with conn.cursor() as cursor:
+                cursor.execute("SELECT user_id, status FROM user_block_status ORDER BY user_id")
+                statuses = dict(cursor.fetchall())
+        assert statuses == {1: "ok", 2: "blocked", 3: "ok", 4: "blocked", 5: "ok"}
+    finally:
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=30)

@@ -1,0 +1,143 @@
+"""The dashboard page in a real browser, and the metrics every process exports.
+
+Headless Chromium from Debian's package (/usr/bin/chromium) driven by Playwright; `.ci/run`
+installs it. Screenshots go to artifacts/ (kept by CI, ignored by git).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bench.servers import free_port, wait_for
+from tests.support.helpers import REPO, seed_rows
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = REPO / "artifacts"
+# What the machine notes say Chromium needs here: no sandbox as root, no network of its own.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium package (.ci/run does)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return response.read().decode()
+
+
+def test_the_dashboard_shows_freshness_first_and_updates_live(make_settings, procs, browser):
+    dashboard, dispatcher_metrics, worker_metrics = free_port(), free_port(), free_port()
+    settings = make_settings(interval=2.0, dashboard_port=dashboard, metrics_port=dispatcher_metrics)
+    seed_rows(settings, 3000)
+    procs.start("dispatcher", settings)
+    workers = [
+        procs.start("worker", settings, env={"RECHECK_METRICS_PORT": str(worker_metrics)}),
+        procs.start("worker", settings, env={"RECHECK_METRICS_PORT": "0"}),
+    ]
+    page = browser.new_page(viewport={"width": 1360, "height": 1000})
+    url = f"http://127.0.0.1:{dashboard}/"
+    wait_for(lambda: get(url + "healthz") == "ok\n", 20, "the dashboard to listen")
+    page.goto(url)
+
+    headline = page.locator("#headline-text")
+    headline.filter(has_text=re.compile(r"All 3,000 rows fresh")).wait_for(timeout=20_000)
+    assert "fresh" in page.locator("#headline").get_attribute("class")
+    wait_for(lambda: page.locator("#workers tr").count() == 2, 10, "two workers listed")
+    wait_for(lambda: page.locator("#chart-throughput path").count() == 1, 10, "the throughput chart")
+
+    def figures() -> tuple[str, str]:
+        return page.locator("#updated").inner_text(), page.locator("#checks-rate").inner_text()
+
+    first = figures()
+    wait_for(lambda: figures()[0] != first[0], 5, "the page to update without reloading")
+    wait_for(lambda: int(figures()[1].replace(",", "") or 0) > 0, 10, "a non-zero rate")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-fresh.png"), full_page=True)
+
+    # The processes' /metrics carry the documented families.
+    worker_text = get(f"http://127.0.0.1:{worker_metrics}/metrics")
+    dispatcher_text = get(f"http://127.0.0.1:{dispatcher_metrics}/metrics")
+    for name in (
+        "recheck_checks_total",
+        "recheck_lateness_seconds_bucket",
+        "recheck_check_duration_seconds_count",
+    ):
+        assert name in worker_text, name
+    for name in ("recheck_dispatched_total", "recheck_rows_overdue", "recheck_oldest_lateness_seconds",
+                 "recheck_dispatcher_leader 1.0", "recheck_queue_depth", "recheck_live_workers"):  # fmt: skip
+        assert name in dispatcher_text, name
+
+    # The same page when something is wrong: no workers, rows fall overdue.
+    for worker in workers:
+        worker.send_signal(signal.SIGKILL)
+    headline.filter(has_text=re.compile(r"rows overdue")).wait_for(timeout=20_000)
+    assert "overdue" in page.locator("#headline").get_attribute("class")
+    page.locator("#headline-detail", has_text="no live workers").wait_for(timeout=15_000)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-overdue.png"), full_page=True)
+
+    # Read-only.
+    request = urllib.request.Request(url + "api/status", method="POST", data=b"{}")
+    with pytest.raises(urllib.error.HTTPError, match="405"):
+        urllib.request.urlopen(request, timeout=5)
+
+
+def exported_names() -> set[str]:
+    """Every metric family recheck defines (from a fresh registry, without running anything)."""
+    from prometheus_client import CollectorRegistry
+
+    from shared.metrics import DispatcherMetrics, WorkerMetrics
+
+    registry = CollectorRegistry()
+    WorkerMetrics(registry)
+    DispatcherMetrics(registry)
+    names = set()
+    for family in registry.collect():
+        suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_count", "_sum"]}.get(family.type, [""])
+        names |= {family.name + suffix for suffix in suffixes}
+    return names
+
+
+def test_grafana_and_alert_rules_use_only_metrics_that_exist():
+    names = exported_names()
+    used = set()
+    dashboard = json.loads((REPO / "deploy" / "grafana" / "dashboards" / "recheck.json").read_text())
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", []):
+            used |= set(re.findall(r"\brecheck_[a-z_]+", target["expr"]))
+    rules = yaml.safe_load((REPO / "deploy" / "prometheus" / "alerts.yml").read_text())
+    alert_names = set()
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            alert_names.add(rule["alert"])
+            used |= set(re.findall(r"\brecheck_[a-z_]+", rule["expr"]))
+    assert used and used <= names, used - names
+    assert {"RecheckRowsOverdue", "RecheckNoDispatch"} <= alert_names
+    readme = (REPO / "README.md").read_text()
+    for name in names:
+        base = re.sub(r"_(bucket|count|sum)$", "", name)
+        assert f"`{base}" in readme, f"{base} is not documented in the README"

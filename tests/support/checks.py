@@ -1,0 +1,107 @@
+"""Check plug-ins used by the tests (RECHECK_CHECK=tests.support.checks:NAME).
+
+Their behaviour is steered by environment variables so that worker subprocesses started by
+the tests can be told to be slow, to fail, or to die.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+from workers.checks import per_row
+
+SLEEP = float(os.environ.get("TEST_CHECK_SLEEP", "0"))
+ROW_COST = float(os.environ.get("TEST_CHECK_ROW_COST", "0"))
+RECORD = os.environ.get("TEST_CHECK_RECORD")  # a directory: each process appends the ids it checked
+POISON = {int(x) for x in os.environ.get("TEST_CHECK_POISON", "").split(",") if x}
+
+
+def _record(ids) -> None:
+    if RECORD:
+        with open(Path(RECORD) / f"{os.getpid()}.ids", "a") as out:
+            out.write("".join(f"{i}\n" for i in ids))
+
+
+def ok(ids: list[int]) -> list[str]:
+    _record(ids)
+    return ["ok"] * len(ids)
+
+
+def slow(ids: list[int]) -> list[str]:
+    """Sleeps TEST_CHECK_SLEEP seconds per batch: long enough to be caught mid-batch.
+
+    Records the ids when it starts: a check killed halfway has still run (and may have had
+    side effects), so it counts as an invocation.
+    """
+    _record(ids)
+    time.sleep(SLEEP)
+    return ["ok"] * len(ids)
+
+
+def row_cost(ids: list[int]) -> list[str]:
+    """Costs TEST_CHECK_ROW_COST seconds per id (a batch of 200 at 1 ms: 0.2 s). Records at start."""
+    _record(ids)
+    time.sleep(ROW_COST * len(ids))
+    return ["ok"] * len(ids)
+
+
+async def slow_row(row_id: int) -> str:
+    await asyncio.sleep(SLEEP)
+    _record([row_id])
+    return f"ok {row_id}"
+
+
+@per_row
+def slow_row_sync(row_id: int) -> str:
+    time.sleep(SLEEP)
+    return f"sync {row_id}"
+
+
+def odd_fails(ids: list[int]) -> list:
+    """Even ids succeed; odd ids fail with an exception returned in the list."""
+    return ["even" if i % 2 == 0 else ValueError(f"odd id {i}") for i in ids]
+
+
+async def raises_for_odd(row_id: int) -> str:
+    if row_id % 2:
+        raise ConnectionError(f"cannot reach {row_id}")
+    return "reachable"
+
+
+def always_raises(ids: list[int]) -> list[str]:
+    raise RuntimeError("upstream is down")
+
+
+def wrong_count(ids: list[int]) -> list[str]:
+    return ["ok"] * (len(ids) - 1)
+
+
+def not_a_list(ids: list[int]) -> str:
+    return "ok"
+
+
+def hangs(ids: list[int]) -> list[str]:
+    time.sleep(3600)
+    return ["never"] * len(ids)
+
+
+def poison(ids: list[int]) -> list[str]:
+    """Kills its own process when it meets a poison id, as a segfaulting extension would."""
+    if POISON.intersection(ids):
+        os._exit(99)
+    time.sleep(SLEEP)
+    return ["ok"] * len(ids)
+
+
+def long_text(ids: list[int]) -> list[str]:
+    return ["x" * 5000] * len(ids)
+
+
+async def odd_rows_hang(row_id: int) -> str:
+    """Even ids finish at once, odd ids take TEST_CHECK_SLEEP seconds."""
+    if row_id % 2:
+        await asyncio.sleep(SLEEP)
+    return "done"

@@ -1,0 +1,61 @@
+"""The check plug-in contract: results matched to ids, kinds detected, texts clipped."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.entries import Item
+from workers.checks import CheckShapeError, Outcome, batch_outcomes, check_kind, per_row
+from workers.writeback import split_outcomes
+
+
+def test_batch_outcomes_accepts_list_or_dict_and_maps_types():
+    ids = [1, 2, 3, 4]
+    outcomes = batch_outcomes(ids, ["ok", 5, None, ValueError("bad")])
+    assert outcomes == [
+        Outcome(True, "ok"),
+        Outcome(True, "5"),
+        Outcome(True, None),
+        Outcome(False, "ValueError: bad"),
+    ]
+    assert batch_outcomes(ids, {4: True, 3: False, 2: 1.5, 1: "x"}) == [
+        Outcome(True, "x"),
+        Outcome(True, "1.5"),
+        Outcome(True, "0"),
+        Outcome(True, "1"),
+    ]
+
+
+def test_batch_outcomes_rejects_the_wrong_shape_clearly():
+    with pytest.raises(CheckShapeError, match="returned 1 results for 2 ids"):
+        batch_outcomes([1, 2], ["ok"])
+    with pytest.raises(CheckShapeError, match="without results for 1 of 2 ids"):
+        batch_outcomes([1, 2], {1: "ok"})
+    with pytest.raises(CheckShapeError, match="returned str"):
+        batch_outcomes([1, 2], "ok")
+    with pytest.raises(CheckShapeError, match="returned NoneType"):
+        batch_outcomes([1], None)
+    bad_type = batch_outcomes([1], [object()])[0]
+    assert not bad_type.ok and "CheckShapeError" in bad_type.text
+
+
+def test_check_kind_detection():
+    def plain(ids):
+        return ids
+
+    async def coroutine(row_id):
+        return row_id
+
+    assert check_kind(plain) == "batch"
+    assert check_kind(coroutine) == "row"
+    assert check_kind(per_row(lambda row_id: row_id)) == "row"
+    assert check_kind(coroutine, "batch") == "batch"
+
+
+def test_split_outcomes_clips_texts_to_their_columns():
+    items = [Item(b"1:5", 1, 5), Item(b"2:6", 2, 6)]
+    successes, failures = split_outcomes(
+        items, [Outcome(True, "abcdef"), Outcome(False, "E" * 50)], result_limit=3, error_limit=10
+    )
+    assert successes == [(1, 5, "abc")]
+    assert failures == [(2, 6, "E" * 10)]

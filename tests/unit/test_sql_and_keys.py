@@ -1,0 +1,28 @@
+"""Every statement renders with quoted identifiers; every Redis key shares one hash tag."""
+
+from __future__ import annotations
+
+from shared.config import Settings
+from shared.keys import Keys
+from shared.sql import Queries, raw_queries
+
+
+def test_every_query_renders_with_quoted_identifiers_and_no_leftover_braces():
+    settings = Settings(_env_file=None, table="devices", id_column="device_id", due_column="due_at")
+    queries = Queries(settings)
+    for name in raw_queries():
+        sql = getattr(queries, name)
+        assert "{" not in sql and "}" not in sql, name
+    assert "`devices`" in queries.due_page and "`due_at`" in queries.due_page
+    # The keyset must be spelled out, never a row constructor (see queries.sql).
+    assert "(`due_at`, `device_id`) >" not in queries.due_page
+    assert "RETURNING" not in " ".join(raw_queries().values()).upper()
+
+
+def test_keys_share_one_hash_tag_for_redis_cluster():
+    keys = Keys("acme")
+    names = [keys.queue, keys.inflight, keys.suspects, keys.workers, keys.stats, keys.reclaims,
+             keys.quarantine, keys.leader, keys.epoch, keys.processing("w1"), keys.landing("w1"),
+             keys.heartbeat("w1")]  # fmt: skip
+    assert all(name.startswith("{acme}:") for name in names)
+    assert len(set(names)) == len(names)

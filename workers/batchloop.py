@@ -1,0 +1,89 @@
+"""Batch checks: take a batch, call the check once for all of it, complete it.
+
+The check runs in a thread of its own so that a hung check can be abandoned after
+RECHECK_CHECK_TIMEOUT (its rows fail) and a graceful stop is not held up past its deadline.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import time
+
+from shared.entries import Item
+from workers.checks import CheckShapeError, Outcome, batch_outcomes, describe_error
+from workers.intake import split
+from workers.loopbase import CheckLoop
+from workers.pool import DaemonPool
+
+log = logging.getLogger(__name__)
+
+HUNG_CHECKS_LIMIT = 3  # abandoned, still-running checks after which the process restarts itself
+
+
+class BatchLoop(CheckLoop):
+    def __init__(self, *parts) -> None:
+        super().__init__(*parts)
+        self._executor = DaemonPool(1)
+        self._hung = 0
+
+    def poll(self) -> float:
+        entries = self.intake.take(self.settings.worker_batch)
+        if not entries:
+            if not self.intake.wait_for_work():
+                return 0.0
+            entries = self.intake.take(self.settings.worker_batch)
+        if entries:
+            self.process(entries)
+        return 0.0
+
+    def process(self, entries: list[bytes]) -> None:
+        items, malformed = split(entries)
+        outcomes = self.run_check(items) if items else []
+        if outcomes is None:  # stop deadline passed while the check ran: nothing was done
+            self.completer.give_back([item.entry for item in items], malformed)
+            return
+        self.completer.complete(items, outcomes, malformed)
+
+    def run_check(self, items: list[Item]) -> list[Outcome] | None:
+        """Outcomes for each item; None if a graceful stop ran out of time first."""
+        ids = [item.id for item in items]
+        future = self._executor.submit(self.check, ids)
+        started = time.monotonic()
+        timeout = self.settings.check_timeout
+        while True:
+            waited = time.monotonic() - started
+            step = min(timeout - waited, 0.5, max(self.life.time_left(), 0.0))
+            try:
+                results = future.result(timeout=max(step, 0.0))
+                self.metrics.check_duration.observe(time.monotonic() - started)
+                break
+            except concurrent.futures.TimeoutError:
+                if time.monotonic() - started >= timeout:
+                    self._abandon("check did not finish within RECHECK_CHECK_TIMEOUT")
+                    error = f"TimeoutError: check did not finish within {timeout:g}s"
+                    return [Outcome(False, error)] * len(ids)
+                if self.life.time_left() <= 0:
+                    self._abandon("graceful stop: check still running at RECHECK_SHUTDOWN_TIMEOUT")
+                    return None
+            except Exception as error:  # a check may raise anything; its rows fail
+                return [Outcome(False, describe_error(error))] * len(ids)
+        try:
+            return batch_outcomes(ids, results)
+        except CheckShapeError as error:
+            log.error(
+                "check %s: %s; the batch's %d rows are recorded as failed", self.check_name, error, len(ids)
+            )
+            return [Outcome(False, f"CheckShapeError: {error}")] * len(ids)
+
+    def _abandon(self, why: str) -> None:
+        """Leave a hung check's thread behind; a process with too many of them restarts."""
+        log.warning("%s; abandoning it", why)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._executor = DaemonPool(1)
+        self._hung += 1
+        if self._hung >= HUNG_CHECKS_LIMIT:
+            self.life.fail(f"{self._hung} checks hung and cannot be interrupted; exiting for a fresh process")
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,171 @@
+"""Per-row checks, RECHECK_CONCURRENCY at a time, written back in batches.
+
+For I/O-bound checks (an HTTP call, an API lookup) one process keeps hundreds of rows in
+progress on one asyncio event loop (plain functions run in a thread pool of that size).
+Ids are taken from Redis only when a worthwhile number of slots is free, and finished rows
+are written back and acknowledged together every FLUSH_SECONDS or FLUSH_ROWS: never a round
+trip per id. The write-back and acknowledgement run in a thread, one batch at a time, so the
+event loop keeps starting and finishing checks meanwhile; taking ids from Redis is one short
+synchronous call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import inspect
+import logging
+import time
+
+from shared.entries import Item
+from workers.checks import Outcome, describe_error, outcome_of
+from workers.intake import split
+from workers.loopbase import CheckLoop
+from workers.pool import DaemonPool
+
+log = logging.getLogger(__name__)
+
+FLUSH_SECONDS = 0.05
+FLUSH_ROWS = 500
+EMPTY_QUEUE_PAUSE = 0.02  # while checks run and the queue is empty, ask again after this
+
+
+class RowLoop(CheckLoop):
+    def __init__(self, *parts) -> None:
+        super().__init__(*parts)
+        settings = self.settings
+        self.concurrency = settings.concurrency
+        self.batch = settings.worker_batch
+        # Take from Redis only when this many slots are free (or the pipeline is empty).
+        self.min_take = max(1, min(self.batch, self.concurrency // 16))
+        self.timeout = settings.check_timeout
+        self.is_async = inspect.iscoroutinefunction(self.check)
+        self.pool = None
+        if not self.is_async:
+            self.pool = DaemonPool(self.concurrency)
+        self.pending: dict[asyncio.Task, Item] = {}
+        self.finished: list[tuple[Item, Outcome]] = []
+        self.last_flush = time.monotonic()
+        self.next_take = 0.0  # after an empty take, wait a little before asking Redis again
+        self.completed: list[asyncio.Task] = []  # finished checks not yet harvested
+        self.wakeup: asyncio.Event | None = None  # set when a check finishes (made inside the loop)
+        self.flushing: asyncio.Task | None = None  # the write-back under way, in a thread
+        self.flushing_items: list[Item] = []
+
+    def entries_in_hand(self) -> set[bytes]:
+        held = {item.entry for item in self.pending.values()} | {item.entry for item, _ in self.finished}
+        return held | {item.entry for item in self.flushing_items}
+
+    def run(self) -> None:
+        try:
+            asyncio.run(self.main())
+        finally:
+            if self.pool:
+                self.pool.shutdown(wait=False, cancel_futures=True)
+
+    async def check_one(self, row_id: int) -> Outcome:
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(self.timeout):  # no extra task per row, unlike wait_for
+                if self.is_async:
+                    value = await self.check(row_id)
+                else:
+                    call = functools.partial(self.check, row_id)
+                    value = await asyncio.get_running_loop().run_in_executor(self.pool, call)
+        except TimeoutError:
+            return Outcome(False, f"TimeoutError: check did not finish within {self.timeout:g}s")
+        except Exception as error:  # a check may raise anything; only its row fails
+            return Outcome(False, describe_error(error))
+        self.metrics.check_duration.observe(time.monotonic() - started)
+        return outcome_of(value)
+
+    async def main(self) -> None:
+        life, intake = self.life, self.intake
+        self.wakeup = asyncio.Event()
+        while not life.stopping:
+            free = self.concurrency - len(self.pending)
+            wants = free >= self.min_take or (free > 0 and not self.pending)
+            if wants and time.monotonic() >= self.next_take:
+                limit = min(free, self.batch)
+                ok, taken = life.attempt(functools.partial(intake.take, limit, self.entries_in_hand))
+                if not ok:
+                    await asyncio.sleep(taken)  # the backoff delay
+                    continue
+                if not taken and not self.pending and not self.finished:
+                    # Nothing to do: block in Redis until work arrives (or a second passes).
+                    await asyncio.to_thread(life.attempt, intake.wait_for_work)
+                    continue
+                if not taken:
+                    self.next_take = time.monotonic() + EMPTY_QUEUE_PAUSE
+                self.start(taken)
+            if self.pending:
+                # Woken by the first check to finish (or the flush period): O(finished), never
+                # O(pending) as asyncio.wait over hundreds of tasks would be on every wake-up.
+                if not self.completed:
+                    self.wakeup.clear()
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(FLUSH_SECONDS):
+                            await self.wakeup.wait()
+                self.harvest()
+            elif self.flushing is not None:
+                # Nothing running: yield to the loop until the write-back in its thread ends
+                # (a loop that never awaits here would never see it finish).
+                await asyncio.wait({self.flushing}, timeout=FLUSH_SECONDS)
+            else:
+                await asyncio.sleep(0.01)  # queue empty: the next take waits for work
+            if self.flushing is not None and self.flushing.done():
+                self.flushing.result()  # re-raises what the thread raised
+                self.flushing, self.flushing_items = None, []
+            if (
+                self.finished
+                and self.flushing is None
+                and (len(self.finished) >= FLUSH_ROWS or time.monotonic() - self.last_flush >= FLUSH_SECONDS)
+            ):
+                batch, self.finished = self.finished, []
+                self.last_flush = time.monotonic()
+                self.flushing_items = [item for item, _ in batch]
+                self.flushing = asyncio.create_task(asyncio.to_thread(self.flush, batch))
+        await self.drain()
+
+    def start(self, entries: list[bytes]) -> None:
+        items, malformed = split(entries)
+        if malformed:
+            self.completer.give_back([], malformed)
+        for item in items:
+            task = asyncio.create_task(self.check_one(item.id))
+            task.add_done_callback(self.on_done)
+            self.pending[task] = item
+
+    def on_done(self, task: asyncio.Task) -> None:
+        self.completed.append(task)
+        self.wakeup.set()
+
+    def harvest(self) -> None:
+        done, self.completed = self.completed, []
+        for task in done:
+            item = self.pending.pop(task, None)
+            if item is not None and not task.cancelled():
+                self.finished.append((item, task.result()))
+
+    def flush(self, batch: list[tuple[Item, Outcome]]) -> None:
+        """Write back and acknowledge finished rows (runs in a thread, one batch at a time)."""
+        self.completer.complete([item for item, _ in batch], [outcome for _, outcome in batch])
+
+    async def drain(self) -> None:
+        """Graceful stop: let running checks finish until the deadline, return the rest."""
+        if self.pending:
+            await asyncio.wait(self.pending, timeout=max(self.life.time_left(), 0.0))
+            self.harvest()
+        untouched = [item.entry for item in self.pending.values()]
+        for task in self.pending:
+            task.cancel()
+        self.pending.clear()
+        if self.flushing is not None:
+            await self.flushing
+            self.flushing, self.flushing_items = None, []
+        if self.finished:
+            batch, self.finished = self.finished, []
+            await asyncio.to_thread(self.flush, batch)
+        if untouched:
+            self.completer.give_back(untouched)
