@@ -9,7 +9,7 @@ DEMO_ROWS ?= 100000
 DEMO_SECONDS ?= 60
 DEMO_WORKERS ?= 2
 
-.PHONY: demo test lint setup clean browser
+.PHONY: demo test lint setup clean browser promtool
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,13 +27,20 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint browser
+test: lint browser promtool
 	$(BIN)/pytest -q
 
 # The dashboard test drives Debian's Chromium (no browser download); install it if missing.
 browser:
 	@command -v chromium >/dev/null || { echo "installing Debian's chromium for the dashboard test"; \
 	  (apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -q chromium; }) }
+
+# The alert rules are checked and unit-tested with Prometheus's own promtool (Debian's
+# prometheus package; its service is not started).
+promtool:
+	@command -v promtool >/dev/null || { echo "installing Debian's prometheus for promtool"; \
+	  (apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1 || \
+	   { apt-get update -qq && apt-get install -y -q --no-install-recommends prometheus; }) }
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -62,7 +62,7 @@ class StrategyWorker(Service):
         self._beating = threading.Event()
 
     def startup(self) -> None:
-        self.writeback.read_column_limits()
+        self.writeback.learn_table()
         self.beat()
         threading.Thread(target=self._heartbeat_loop, daemon=True).start()
 

@@ -14,18 +14,20 @@ import time
 from dataclasses import dataclass
 
 from dispatcher.lease import NotLeader
-from shared.config import Settings
+from shared.config import Settings, log_prefix
 from shared.db import Database
 from shared.entries import MAX_DUE_MS, MIN_DUE_MS, sql_datetime
+from shared.keytypes import KeyKind
 from shared.metrics import dispatcher_metrics
+from shared.schema import describe_table
 from shared.sql import Queries
 from shared.store import Store
 
 log = logging.getLogger(__name__)
 
-START = (MIN_DUE_MS, -1)  # before every row: (due_ms, id)
-END_MS = MAX_DUE_MS  # after every row
-END = (END_MS, 2**64)
+# Cursors are (due_ms, key); a None key is before every key (START) or after every key (END).
+START = (MIN_DUE_MS, None)  # before every row
+END = (MAX_DUE_MS, None)  # every row is at or before it
 GUARD_TTL_MS = 10_000  # outlives any page; a pusher that dies mid-pass lets it lapse
 
 
@@ -34,7 +36,7 @@ class Page:
     read: int  # rows read from MySQL
     pushed: int  # ids that were not in flight and went to the queue
     depth: int  # queue length afterwards
-    cursor: tuple[int, int]  # (due_ms, id) of the last row read
+    cursor: tuple  # (due_ms, key) of the last row read
     lost: bool  # Redis had lost its data before this push
 
 
@@ -43,21 +45,31 @@ class DuePusher:
 
     def __init__(self, settings: Settings, db: Database, store: Store, owner: str):
         self.owner = owner  # the dispatcher id: pushes need its lease
+        self.metrics = dispatcher_metrics(settings.workload)
+        self.settings = settings
         self.db = db
+        self.keys: KeyKind | None = None  # the id column's kind, read from the table at first use
         self.queries = Queries(settings)
         self.store = store
 
+    def learn_keys(self) -> KeyKind:
+        if self.keys is None:
+            self.keys = describe_table(self.settings, self.db).keys
+            self.queries = Queries(self.settings, keys=self.keys)
+        return self.keys
+
     def push_page(
         self,
-        cursor: tuple[int, int],
+        cursor: tuple,
         limit: int,
         lateness_s: float = 0.0,
-        before_ms: int = END_MS,
+        before: tuple = END,
         guard: str | None = None,
     ) -> Page:
         """One page. With a guard ("sweep" or "dispatch": a pass rereading rows that may be in
         flight), the guard is set before the read, so anything completing before the push is
         recognised."""
+        keys = self.learn_keys()
         due_ms, row_id = cursor
         if guard:
             self.store.begin_guard(guard, GUARD_TTL_MS)
@@ -66,7 +78,8 @@ class DuePusher:
             {
                 "after_due": sql_datetime(due_ms),
                 "after_id": row_id,
-                "before_due": sql_datetime(before_ms),
+                "before_due": sql_datetime(before[0]),
+                "before_id": before[1],
                 "limit": limit,
                 "lateness_us": round(lateness_s * 1_000_000),
             },
@@ -81,11 +94,10 @@ class DuePusher:
         if pushed < 0:
             raise NotLeader(self.owner)
         if pushed:
-            metrics = dispatcher_metrics()
-            metrics.dispatched.inc(pushed)
-            metrics.last_dispatch.set(time.time())
-        last_id, _, last_due = entries[-1].partition(b":")
-        return Page(len(entries), pushed, depth, (int(last_due), int(last_id)), lost)
+            self.metrics.dispatched.inc(pushed)
+            self.metrics.last_dispatch.set(time.time())
+        last = keys.parse(entries[-1:])[0][0]
+        return Page(len(entries), pushed, depth, (last.due_ms, last.id), lost)
 
 
 class Dispatcher:
@@ -99,6 +111,7 @@ class Dispatcher:
         # needs the guard (see push_page). None: nothing can be in flight behind the cursor.
         self.guard_until: int | None = None
         self.rewound = True
+        self.prefix = log_prefix(settings)
         self.depth = 0
         self.dispatched = 0
         self.pages = 0
@@ -131,7 +144,7 @@ class Dispatcher:
         self.depth = page.depth
         self.dispatched += page.pushed
         if page.lost and not first_push:
-            log.warning("redis lost its data; rereading every due row from the oldest")
+            log.warning("%sredis lost its data; rereading every due row from the oldest", self.prefix)
             self.rewind()
             return 0.0
         return 0.0 if page.read == limit else settings.poll_interval

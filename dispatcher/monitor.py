@@ -11,7 +11,6 @@ from collections import deque
 
 from shared.config import Settings
 from shared.db import Database
-from shared.metrics import DispatcherMetrics
 from shared.status import Sampler
 from shared.store import Store
 
@@ -19,7 +18,9 @@ HISTORY_SECONDS = 600
 
 
 class Monitor:
-    def __init__(self, settings: Settings, db: Database, store: Store, metrics: DispatcherMetrics):
+    def __init__(self, settings: Settings, db: Database, store: Store, metrics):
+        self.workload = settings.workload
+        self.title = f"{settings.mysql.database}.{settings.table}"
         self.sampler = Sampler(settings, db, store)
         self.db = db
         self.metrics = metrics
@@ -57,3 +58,5 @@ class Monitor:
         m.in_flight.set(facts["in_flight"])
         m.live_workers.set(facts["live_workers"])
         m.quarantined_rows.set(facts["quarantined"])
+        if facts["failing_rows"] is not None:
+            m.failing_rows.set(facts["failing_rows"])

@@ -13,18 +13,22 @@ Each job is an object with run_once(), an ordinary function tests call directly:
 from __future__ import annotations
 
 import logging
+import time
 
 from dispatcher.dispatcher import END, START, DuePusher
-from shared.config import Settings
+from shared.config import Settings, log_prefix
 from shared.db import Database
-from shared.entries import batch_json, datetime_to_ms, parse_entries
+from shared.entries import batch_json, datetime_to_ms
+from shared.keytypes import KeyKind
 from shared.metrics import dispatcher_metrics
+from shared.schema import describe_table
 from shared.sql import Queries
 from shared.store import Store
 
 log = logging.getLogger(__name__)
 
 SPLIT_WAYS = 8  # a dead worker's entries come back as this many batches (see reclaim.lua)
+ERRORS_KEPT_S = 86_400.0  # failures grouped by error are forgotten a day after the last one
 
 
 class Job:
@@ -35,6 +39,15 @@ class Job:
         self.db = db
         self.store = store
         self.queries = Queries(settings)
+        self._keys: KeyKind | None = None
+
+    @property
+    def keys(self) -> KeyKind:
+        """The id column's kind: entries are parsed and batches written by it (read once)."""
+        if self._keys is None:
+            self._keys = describe_table(self.settings, self.db).keys
+            self.queries = Queries(self.settings, keys=self._keys)
+        return self._keys
 
 
 class Reclaimer(Job):
@@ -46,9 +59,10 @@ class Reclaimer(Job):
             if result:
                 held, poisoned = result
                 reclaimed += held
-                dispatcher_metrics().reclaimed.inc(held)
+                dispatcher_metrics(self.settings.workload).reclaimed.inc(held)
                 log.warning(
-                    "worker %s stopped heartbeating; reclaimed %d ids (%d to quarantine)",
+                    "%sworker %s stopped heartbeating; reclaimed %d ids (%d to quarantine)",
+                    log_prefix(self.settings),
                     worker,
                     held,
                     poisoned,
@@ -60,7 +74,8 @@ class Reclaimer(Job):
         pending = self.store.pending_quarantine()
         if not pending:
             return 0
-        items, malformed = parse_entries(list(pending.values()))
+        keys = self.keys
+        items, malformed = keys.parse(list(pending.values()))
         if items:
             reason = (
                 "quarantined: its worker died while checking this row alone, "
@@ -68,21 +83,24 @@ class Reclaimer(Job):
             )
             self.db.execute(
                 self.queries.quarantine,
-                {"batch": batch_json((item.id, item.due_ms) for item in items), "reason": reason},
+                {"batch": batch_json((keys.ref(item), item.due_ms) for item in items), "reason": reason},
             )
-            log.error("quarantined ids %s: %s", ", ".join(str(item.id) for item in items), reason)
+            shown = ", ".join(str(keys.show(item.id)) for item in items)
+            log.error("%squarantined ids %s: %s", log_prefix(self.settings), shown, reason)
         ids = [item.entry.split(b":", 1)[0] for item in items] + [m.split(b":", 1)[0] for m in malformed]
         self.store.forget_quarantined(ids, list(pending.keys()), len(items))
-        dispatcher_metrics().quarantined.inc(len(items))
+        dispatcher_metrics(self.settings.workload).quarantined.inc(len(items))
         return len(items)
 
 
 class Sweeper:
     """Dispatch rows overdue by more than sweep_grace that are not in flight.
 
-    Only rows behind the dispatcher's cursor: the dispatcher itself reads everything ahead of
-    it, and reading the same rows twice at once (as both would while catching up on a
-    backlog) lets a row finished between one's read and the other's push be queued again.
+    Only rows behind the dispatcher's cursor, and the row it rests on: the dispatcher itself
+    reads everything after it, and reading the same rows twice at once (as both would while
+    catching up on a backlog) lets a row finished between one's read and the other's push be
+    queued again. The row under the cursor is the sweep's: the dispatcher has read it, and if it
+    was in flight then (the application forced it due meanwhile) nobody else will read it again.
     """
 
     def __init__(self, settings: Settings, pusher: DuePusher, dispatcher_cursor=lambda: END):
@@ -94,7 +112,7 @@ class Sweeper:
         """Returns how many overdue ids were dispatched again (0 in healthy running)."""
         settings = self.settings
         cursor, pushed, depth = START, 0, self.pusher.store.queue_depth()
-        before_ms = self.dispatcher_cursor()[0]
+        before = self.dispatcher_cursor()
         guard = "sweep"
         try:
             for _ in range(max_pages):
@@ -103,7 +121,7 @@ class Sweeper:
                     break
                 limit = min(settings.dispatch_batch, room)
                 page = self.pusher.push_page(
-                    cursor, limit, lateness_s=settings.sweep_grace, before_ms=before_ms, guard=guard
+                    cursor, limit, lateness_s=settings.sweep_grace, before=before, guard=guard
                 )
                 if page.read == 0:
                     break
@@ -115,7 +133,8 @@ class Sweeper:
             self.pusher.store.end_guard(guard)
         if pushed:
             log.warning(
-                "sweep: %d rows overdue by more than %.1fs were not in flight; dispatched them again",
+                "%ssweep: %d rows overdue by more than %.1fs were not in flight; dispatched them again",
+                log_prefix(settings),
                 pushed,
                 settings.sweep_grace,
             )
@@ -136,6 +155,7 @@ class OrphanCollector(Job):
         return found
 
     def run_once(self) -> list[int]:
+        self.store.prune_errors(time.time() - ERRORS_KEPT_S)  # error groups nobody saw for a day
         now_ms = datetime_to_ms(self.db.scalar(self.queries.db_now))
         candidates = self.candidates(now_ms - round(self.settings.orphan_after * 1000))
         if not candidates:
@@ -146,9 +166,10 @@ class OrphanCollector(Job):
                 break
         else:
             return []  # workers kept changing; the next run will try again
-        ids = [int(r) for r in released]
+        ids = [self.keys.decode(r) for r in released]
         if ids:
             log.warning(
-                "released %d in-flight ids nothing held (e.g. %s); they will be swept", len(ids), ids[:5]
-            )
+                "%sreleased %d in-flight ids nothing held (e.g. %s); they will be swept",
+                log_prefix(self.settings), len(ids), ids[:5],
+            )  # fmt: skip
         return ids

@@ -1,155 +1,143 @@
-"""The dispatcher process: the dispatch loop in the main thread, reconciler jobs on APScheduler.
+"""The dispatcher process: one lane per workload, dispatch in the main thread, jobs on APScheduler.
 
-Several dispatcher processes may run (compose runs two): the one holding the leader lease
-dispatches and runs the jobs, the others stand by and take over when its lease expires.
-The jobs run in APScheduler's thread pool, each with its own MySQL connection (PyMySQL
-connections are not thread-safe) and the shared, thread-safe Redis client.
+Several dispatcher processes may run (compose runs two). Each workload has a lease of its own:
+the dispatcher holding it dispatches that workload and runs its reconciler jobs, the others
+stand by. Dispatchers share the leases out (each takes a free one only while it leads fewer
+than its share of the workloads, and gives one back when it leads more), and take over any
+lease left free for a whole RECHECK_LEADER_TTL. The jobs run in APScheduler's thread pool, each
+with its own MySQL connection (PyMySQL connections are not thread-safe) and the shared,
+thread-safe Redis client.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import logging
+import math
 import time
 
+from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from dispatcher.dispatcher import Dispatcher, DuePusher
-from dispatcher.lease import Lease, NotLeader
-from dispatcher.monitor import Monitor
-from dispatcher.reconciler import OrphanCollector, Reclaimer, Sweeper
+from dispatcher.lane import DispatchLane
+from dispatcher.lease import NotLeader
 from dispatcher.web import Dashboard
-from shared.config import Settings
-from shared.db import Database
+from shared.config import Settings, load_workloads
 from shared.launch import launch
-from shared.loop import Service, attempt
-from shared.metrics import dispatcher_metrics
+from shared.loop import Service
 from shared.metrics import serve as serve_metrics
-from shared.presence import Presence
-from shared.schema import require_table
+from shared.redisconn import REDIS_DOWN
 
 log = logging.getLogger(__name__)
 
-MONITOR_INTERVAL = 1.0  # seconds between freshness samples (metrics, dashboard)
 DESCRIPTION = "Run the dispatcher and its reconciler jobs (configuration: RECHECK_* variables, .env)."
 
 
 class DispatcherService(Service):
     role = "dispatcher"
 
-    def __init__(self, settings: Settings):
-        super().__init__(settings)
-        keys = self.keys
-        self.presence = Presence(
-            self.store, keys.dispatcher_heartbeat(self.id), keys.dispatchers, self.id, settings.heartbeat_ttl
-        )
-        self.lease = Lease(self.store, self.id, settings.leader_ttl)
-        self.dispatcher = Dispatcher(settings, DuePusher(settings, self.db, self.store, self.id))
+    def __init__(self, settings: Settings, workloads: list[Settings] | None = None):
+        workloads = workloads or [settings]
+        super().__init__(workloads[0], workloads)
+        self.lanes = [DispatchLane(self, workload) for workload in workloads]
+        first = self.lanes[0]
+        self.presence, self.lease, self.dispatcher = first.presence, first.lease, first.dispatcher
+        jobs = sum(len(lane.jobs) for lane in self.lanes)
         self.scheduler = BackgroundScheduler(
-            job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None}
+            executors={"default": ThreadPoolExecutor(max_workers=max(10, jobs))},
+            job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None},
         )
-        self.metrics = dispatcher_metrics()
-        self.job_dbs: list[Database] = []
-        self.monitor = Monitor(settings, self._own_db(), self.store, self.metrics)
-        self.jobs = self._make_jobs()
-        title = f"{settings.mysql.database}.{settings.table}"
-        self.dashboard = Dashboard(self.monitor, settings.dashboard_host, settings.dashboard_port, title)
+        self.dashboard = Dashboard(
+            [lane.monitor for lane in self.lanes], settings.dashboard_host, settings.dashboard_port
+        )
         self.next_beat = 0.0
+        self.last_handover = 0.0  # when this dispatcher last gave a lease back to share them out
         self.served = False
 
-    def _own_db(self) -> Database:
-        """Each job runs in its own thread: its own MySQL connection."""
-        self.job_dbs.append(Database(self.settings))
-        return self.job_dbs[-1]
-
-    def _make_jobs(self) -> dict:
-        """name -> (job, period, leader only)."""
-        s, own_db = self.settings, self._own_db
-        pusher = DuePusher(s, own_db(), self.store, self.id)
-        sweeper = Sweeper(s, pusher, dispatcher_cursor=lambda: self.dispatcher.cursor)
-        jobs = {
-            "reclaim": (Reclaimer(s, own_db(), self.store), s.reclaim_interval, True),
-            "sweep": (sweeper, s.sweep_interval, True),
-            "orphans": (OrphanCollector(s, own_db(), self.store), s.orphan_interval, True),
-        }
-        if s.metrics_port or s.dashboard_port:  # sampling costs MySQL queries: only when someone looks
-            jobs["monitor"] = (self.monitor, MONITOR_INTERVAL, False)  # standbys serve the dashboard too
-        return jobs
-
     def startup(self) -> None:
-        require_table(self.settings, self.db)
+        for lane in self.lanes:
+            lane.startup()
         self.client.ping()
         if not self.served:  # once: a busy port is reported, not retried
             self.served = True
             serve_metrics(self.settings.metrics_host, self.settings.metrics_port)
             self.dashboard.start()
         if not self.scheduler.running:
-            for name, (job, period, leader_only) in self.jobs.items():
-                self.scheduler.add_job(
-                    self._job_runner(job, leader_only), "interval", seconds=period, id=name
-                )
+            for lane in self.lanes:
+                for name, (job, period, leader_only) in lane.jobs.items():
+                    self.scheduler.add_job(
+                        self._job_runner(lane, job, leader_only), "interval", seconds=period,
+                        id=f"{lane.name}:{name}",
+                    )  # fmt: skip
             self.scheduler.start()
-        log.info(
-            "dispatcher %s started: table %s.%s, interval %gs, high water %d",
-            self.id,
-            self.settings.mysql.database,
-            self.settings.table,
-            self.settings.interval,
-            self.settings.high_water,
-        )
+        for lane in self.lanes:
+            s = lane.settings
+            where = f"workload {lane.name}, " if len(self.lanes) > 1 else ""
+            log.info(
+                "dispatcher %s started: %stable %s.%s, interval %gs, high water %d",
+                self.id, where, s.mysql.database, s.table, s.interval, s.high_water,
+            )  # fmt: skip
 
-    def _job_runner(self, job, leader_only: bool):
+    def _job_runner(self, lane: DispatchLane, job, leader_only: bool):
         def run() -> None:
-            if leader_only and not self.lease.held:
+            if leader_only and not lane.lease.held:
                 return  # standbys only watch
             # Outages are shared with the dispatch loop: one line per outage per process.
             # NotLeader: the dispatch loop notices it too, and stands by.
             with contextlib.suppress(NotLeader):
-                attempt(job.run_once, self.redis_outage, self.mysql_outage)
+                lane.life.attempt(job.run_once)
 
         return run
 
     def poll(self) -> float:
         if time.monotonic() >= self.next_beat:
             self.beat()
-        if not self.lease.held:
-            return max(self.next_beat - time.monotonic(), 0.0)
-        try:
-            return self.dispatcher.poll()
-        except NotLeader:
-            self.lease.deposed()
-            return 0.0
+        waits = []
+        for lane in self.lanes:  # one page per led workload per round: none starves another
+            ok, wait = lane.life.attempt(lane.poll)
+            if not ok or wait is not None:
+                waits.append(wait)
+        return min(waits, default=max(self.next_beat - time.monotonic(), 0.0))
 
     def beat(self) -> None:
-        """Renew or try to take the lease, and refresh this process's heartbeat."""
-        was_leader = self.lease.held
-        if self.lease.hold() and not was_leader:
-            self.dispatcher.rewind()  # a new leader starts from the oldest due row
-        self.metrics.leader.set(1 if self.lease.held else 0)
-        self.presence.publish(
-            {
-                "role": "leader" if self.lease.held else "standby",
-                "dispatched": self.dispatcher.dispatched,
-                "pages": self.dispatcher.pages,
-            }
-        )
+        """Renew or take leases (sharing them out between the live dispatchers), and heartbeat."""
+        live = max(1, len(self.lanes[0].store.live_dispatchers()))
+        share = math.ceil(len(self.lanes) / live)
+        for lane in self.lanes:
+            held = sum(other.lease.held for other in self.lanes)
+            lane.life.attempt(functools.partial(lane.beat, may_take=held < share))
+        held = [lane for lane in self.lanes if lane.lease.held]
+        now = time.monotonic()
+        if len(held) > share and now - self.last_handover >= self.settings.leader_ttl:
+            self.last_handover = now  # one at a time: the others pick it up at their next beat
+            log.info("dispatcher %s leads %d of %d workloads with %d dispatchers live; handing over %s",
+                     self.id, len(held), len(self.lanes), live, held[-1].name)  # fmt: skip
+            held[-1].lease.release()
         self.next_beat = time.monotonic() + self.settings.heartbeat_interval
+
+    def abandon(self) -> None:
+        """The stop deadline passed with the loop blocked on a silent server: hand over at once."""
+        for lane in self.lanes:
+            with contextlib.suppress(*REDIS_DOWN):
+                lane.lease.release()
 
     def shutdown(self) -> None:
         self.dashboard.stop()
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
-        attempt(self.lease.release, self.redis_outage, self.mysql_outage)
-        for db in [*self.job_dbs, self.db]:
-            db.close()
-        attempt(self.presence.withdraw, self.redis_outage, self.mysql_outage)
-        log.info("dispatcher %s stopped: %d ids dispatched", self.id, self.dispatcher.dispatched)
+        for lane in self.lanes:
+            lane.life.attempt(lane.lease.release)
+            lane.close()
+            lane.life.attempt(lane.presence.withdraw)
+            where = f" ({lane.name})" if len(self.lanes) > 1 else ""
+            log.info("dispatcher %s stopped%s: %d ids dispatched", self.id, where, lane.dispatcher.dispatched)
 
 
 def serve(settings: Settings) -> int:
-    """Run one dispatcher until a signal stops it (what `recheck dispatcher` runs)."""
-    service = DispatcherService(settings)
+    """Run one dispatcher for every workload until a signal stops it (`recheck dispatcher`)."""
+    service = DispatcherService(settings, load_workloads(settings))
     service.install_signal_handlers()
     service.run()
     return 0

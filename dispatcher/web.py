@@ -13,8 +13,14 @@ import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
+from urllib.parse import parse_qs, urlsplit
 
 from dispatcher.monitor import Monitor
+from shared.db import Database, DatabaseDown
+from shared.redisconn import REDIS_DOWN
+from shared.rowstory import row_story
+from shared.schema import describe_table
+from shared.status import headline
 
 log = logging.getLogger(__name__)
 
@@ -24,12 +30,48 @@ def page() -> bytes:
 
 
 class Dashboard:
-    def __init__(self, monitor: Monitor, host: str, port: int, title: str):
-        self.monitor = monitor
+    def __init__(self, monitors: list[Monitor], host: str, port: int):
+        self.monitors = {monitor.workload: monitor for monitor in monitors}
         self.host = host
         self.port = port
-        self.title = title
         self.server: ThreadingHTTPServer | None = None
+
+    def status(self, workload: str | None) -> dict | None:
+        """One workload's sampled facts and history (the first workload's by default), and a
+        line on every workload for the page's picker; None for an unknown workload."""
+        monitor = self.monitors.get(workload) if workload else next(iter(self.monitors.values()))
+        if monitor is None:
+            return None
+        snapshot = monitor.snapshot()
+        snapshot["title"] = monitor.title
+        snapshot["workload"] = monitor.workload
+        snapshot["workloads"] = [
+            {"name": name, "title": other.title, **summary(other.snapshot()["facts"])}
+            for name, other in self.monitors.items()
+        ]
+        return snapshot
+
+    def row(self, workload: str | None, key_text: str | None) -> tuple[HTTPStatus, dict]:
+        """One row's story (what `recheck inspect` prints), for the page's search box."""
+        monitor = self.monitors.get(workload) if workload else next(iter(self.monitors.values()))
+        if monitor is None or key_text is None:
+            return HTTPStatus.NOT_FOUND, {"error": "say which row: /api/row?id=ID[&workload=NAME]"}
+        settings, store = monitor.sampler.settings, monitor.sampler.store
+        db = Database(settings, read_timeout=5.0)  # this request's own connection
+        try:
+            keys = describe_table(settings, db).keys
+            try:
+                key = keys.from_text(key_text)
+            except ValueError as error:
+                return HTTPStatus.BAD_REQUEST, {"error": str(error)}
+            story = row_story(settings, db, store, keys, key)
+        except (DatabaseDown, *REDIS_DOWN) as error:
+            return HTTPStatus.SERVICE_UNAVAILABLE, {"error": f"cannot look it up now: {error}"}
+        finally:
+            db.close()
+        if story is None:
+            return HTTPStatus.NOT_FOUND, {"error": f"no row with id {key_text!r} in {monitor.title}"}
+        return HTTPStatus.OK, story
 
     def start(self) -> bool:
         if not self.port:
@@ -51,20 +93,37 @@ class Dashboard:
             self.server.server_close()
 
 
+def summary(facts: dict | None) -> dict:
+    """What the workload picker shows of a workload: its state and headline."""
+    if not facts:
+        return {"state": "unknown", "headline": "waiting for the first sample"}
+    state = "fresh" if facts["fresh"] else "overdue" if facts["overdue_1s"] else "failing"
+    return {"state": state, "headline": headline(facts)}
+
+
 class Handler(BaseHTTPRequestHandler):
     dashboard: Dashboard
     server_version = "recheck"
     sys_version = ""
 
     def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
-        if path == "/":
+        url = urlsplit(self.path)
+        query = parse_qs(url.query)
+        if url.path == "/":
             self.reply(HTTPStatus.OK, "text/html; charset=utf-8", page())
-        elif path == "/api/status":
-            snapshot = self.dashboard.monitor.snapshot()
-            snapshot["title"] = self.dashboard.title
+        elif url.path == "/api/status":
+            workload = query.get("workload", [None])[0]
+            snapshot = self.dashboard.status(workload)
+            if snapshot is None:
+                body = json.dumps({"error": f"no workload {workload!r}"}).encode()
+                self.reply(HTTPStatus.NOT_FOUND, "application/json", body)
+                return
             self.reply(HTTPStatus.OK, "application/json", json.dumps(snapshot, default=str).encode())
-        elif path == "/healthz":
+        elif url.path == "/api/row":
+            workload, key = query.get("workload", [None])[0], query.get("id", [None])[0]
+            status, story = self.dashboard.row(workload, key)
+            self.reply(status, "application/json", json.dumps(story, default=str).encode())
+        elif url.path == "/healthz":
             self.reply(HTTPStatus.OK, "text/plain", b"ok\n")
         else:
             self.reply(HTTPStatus.NOT_FOUND, "text/plain", b"not found\n")

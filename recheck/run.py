@@ -2,8 +2,10 @@
 
 Each role runs as its own process (`python -m dispatcher`, `python -m workers`), exactly what
 compose runs. A child that dies unexpectedly is restarted (with a growing pause if it keeps
-dying). With --duration the whole set stops gracefully after that many seconds and a
-freshness summary is printed.
+dying); one that exits 2 (bad configuration, e.g. a check that cannot be imported) would only
+fail again, so the run stops with its message instead. With --duration the whole set stops
+gracefully after that many seconds, a freshness summary is printed, and the exit code says
+whether every row was fresh at the end (0) or not (3).
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ from shared.db import Database, DatabaseDown
 from shared.keys import Keys
 from shared.redisconn import REDIS_DOWN, connect_redis
 from shared.sql import Queries
-from shared.status import gather, verdict
+from shared.status import NOT_FRESH, gather, verdict
 from shared.store import Store
 
 log = logging.getLogger("recheck.run")
 
 LIVE_COUNT_CAP = 100_000  # the live line counts overdue rows up to this many
+BAD_CONFIGURATION = 2  # a child's exit code that a restart cannot fix
 
 
 @dataclass
@@ -42,9 +45,18 @@ class Child:
 
 class Runner:
     def __init__(
-        self, settings: Settings, workers: int, duration: float | None, out=sys.stdout, on_tick=None
+        self,
+        settings: Settings,
+        workers: int,
+        duration: float | None,
+        out=sys.stdout,
+        on_tick=None,
+        workloads: list[Settings] | None = None,
+        worker_args: list[str] | tuple[str, ...] = (),
     ):
         self.settings = settings
+        self.workloads = workloads or [settings]  # the children read the same workloads file
+        self.worker_args = list(worker_args)
         self.duration = duration
         self.out = out
         self.children = [Child("dispatcher", 0)] + [Child("worker", i) for i in range(workers)]
@@ -53,8 +65,10 @@ class Runner:
         self.env = {**os.environ, **settings.env_overrides()}
         self.worst_lateness = 0.0
         self.worst_overdue = 0
-        self.counters_at_start: dict[str, int] = {}
+        self.counters_at_start: dict[str, dict[str, int]] = {}  # per workload
         self.on_tick = on_tick  # called every second with (elapsed, children), e.g. MemoryWatch
+        self.gave_up: str | None = None  # why the run stopped early (a child that cannot start)
+        self.fresh_at_end = True
 
     def _on_signal(self, signum, _frame) -> None:
         self.signals += 1
@@ -71,8 +85,11 @@ class Runner:
         base = self.settings.metrics_port
         if base:  # one machine, one port each: the dispatcher on the base port, worker i on base + 1 + i
             env["RECHECK_METRICS_PORT"] = str(base if child.role == "dispatcher" else base + 1 + child.index)
+        if self.settings.health_file:  # one health file each; `recheck health` checks them all
+            env["RECHECK_HEALTH_FILE"] = f"{self.settings.health_file}.{child.role}-{child.index}"
+        args = self.worker_args if child.role == "worker" else []
         child.process = subprocess.Popen(
-            [sys.executable, "-m", module],
+            [sys.executable, "-m", module, *args],
             env=env,
             start_new_session=True,  # Ctrl-C reaches only us; we stop children gracefully
         )
@@ -84,6 +101,13 @@ class Runner:
             process = child.process
             if process is not None and process.poll() is None:
                 continue
+            if process is not None and process.returncode == BAD_CONFIGURATION:
+                self.gave_up = (
+                    f"{child.role} {child.index} exited with code 2 (bad configuration, see its message "
+                    "above); a restart would fail the same way, so the run stops"
+                )
+                self.stop_event.set()
+                return
             if process is not None and child.next_start == 0.0:
                 child.restarts += 1
                 lived = now - child.started_at
@@ -101,28 +125,47 @@ class Runner:
                 child.next_start = 0.0
                 self.spawn(child)
 
-    def live_line(self, db: Database, store: Store, elapsed: float) -> str:
-        facts = gather(self.settings, db, store, count_rows=False, cap=LIVE_COUNT_CAP)
+    def live_line(self, watched: list, elapsed: float) -> str:
+        """One line: checks/s, queue, overdue rows, failing checks, workers (per workload if several)."""
+        every = [(w, gather(w, db, store, count_rows=False, cap=LIVE_COUNT_CAP)) for w, db, store in watched]
         if elapsed > self.settings.interval + 5:  # after warm-up
-            self.worst_lateness = max(self.worst_lateness, facts["oldest_lateness_s"])
-            self.worst_overdue = max(self.worst_overdue, facts["overdue_1s"])
-        overdue = f"{facts['overdue_1s']:,}" + ("+" if facts["overdue_1s"] >= LIVE_COUNT_CAP else "")
-        return (
-            f"[{elapsed:6.1f}s] {facts['checks_per_second']:>9,.0f} checks/s"
-            f" | queue {facts['queue_depth']:>7,} | in flight {facts['in_flight']:>7,}"
-            f" | overdue>1s {overdue:>7}"
-            f" | oldest {facts['oldest_lateness_s']:5.2f}s | workers {facts['live_workers']}"
-        )
+            for _, facts in every:
+                self.worst_lateness = max(self.worst_lateness, facts["oldest_lateness_s"])
+                self.worst_overdue = max(self.worst_overdue, facts["overdue_1s"])
+        parts = []
+        for workload, facts in every:
+            overdue = f"{facts['overdue_1s']:,}" + ("+" if facts["overdue_1s"] >= LIVE_COUNT_CAP else "")
+            failing = ""
+            if facts["checks_failing"]:
+                failing = (
+                    f" | CHECKS FAILING ({facts['recent_failed']:,} of {facts['recent_checks']:,} in 1 min)"
+                )
+            if len(every) == 1:
+                parts.append(
+                    f"{facts['checks_per_second']:>9,.0f} checks/s"
+                    f" | queue {facts['queue_depth']:>7,} | in flight {facts['in_flight']:>7,}"
+                    f" | overdue>1s {overdue:>7} | oldest {facts['oldest_lateness_s']:5.2f}s{failing}"
+                )
+            else:
+                rate, queue = facts["checks_per_second"], facts["queue_depth"]
+                parts.append(
+                    f"{workload.workload}: {rate:,.0f}/s, queue {queue:,}, "
+                    f"overdue>1s {overdue}, oldest {facts['oldest_lateness_s']:.2f}s{failing}"
+                )
+        workers = max(facts["live_workers"] for _, facts in every)
+        return f"[{elapsed:6.1f}s] " + " | ".join(parts) + f" | workers {workers}"
 
     def run(self) -> int:
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGTERM, self._on_signal)
-        db = Database(self.settings)
-        store = Store(connect_redis(self.settings), Keys(self.settings.key_prefix))
-        try:  # counters are cumulative in Redis; the summary reports this run's share
-            self.counters_at_start = gather(self.settings, db, store, count_rows=False, cap=1)["counters"]
-        except (DatabaseDown, *REDIS_DOWN):
-            self.counters_at_start = {}
+        client = connect_redis(self.settings)
+        watched = [(w, Database(w), Store(client, Keys.of(w))) for w in self.workloads]
+        for workload, db, store in watched:  # counters are cumulative in Redis: report this run's share
+            try:
+                facts = gather(workload, db, store, count_rows=False, cap=1)
+                self.counters_at_start[workload.workload] = facts["counters"]
+            except (DatabaseDown, *REDIS_DOWN):
+                self.counters_at_start[workload.workload] = {}
         started = time.monotonic()
         interactive = self.out.isatty()
         last_print = 0.0
@@ -137,10 +180,12 @@ class Runner:
             while not self.stop_event.wait(1.0):
                 elapsed = time.monotonic() - started
                 self.supervise()
+                if self.gave_up:
+                    break
                 if self.on_tick:
                     self.on_tick(elapsed, self.children)
                 try:
-                    line = self.live_line(db, store, elapsed)
+                    line = self.live_line(watched, elapsed)
                 except (DatabaseDown, *REDIS_DOWN) as error:
                     line = f"[{elapsed:6.1f}s] status unavailable: {error}"
                 if interactive:
@@ -154,36 +199,56 @@ class Runner:
                     break
             if interactive:
                 self.out.write("\n")
-            self.summary(db, store, time.monotonic() - started)
+            if self.gave_up:
+                self.out.write(f"recheck run: {self.gave_up}\n")
+            else:
+                elapsed = time.monotonic() - started
+                fresh = [self.summary(workload, db, store, elapsed) for workload, db, store in watched]
+                self.fresh_at_end = all(fresh)
+                self.out.write(
+                    f"after warm-up: worst oldest-lateness {self.worst_lateness:.2f} s, "
+                    f"most rows overdue by > 1 s at once: {self.worst_overdue:,}\n"
+                )
         finally:
             codes = self.stop_children()
-            db.close()
+            for _, db, _ in watched:
+                db.close()
         failed = {role: code for role, code in codes if code != 0}
         if failed:
             self.out.write(f"processes exiting with errors: {failed}\n")
-        return 1 if failed else 0
+        if self.gave_up:
+            return BAD_CONFIGURATION
+        if failed:
+            return 1
+        return 0 if self.fresh_at_end or self.duration is None else NOT_FRESH
 
-    def summary(self, db: Database, store: Store, elapsed: float) -> None:
+    def summary(self, workload: Settings, db: Database, store: Store, elapsed: float) -> bool:
+        """This run's figures for one workload; whether it was fresh at the end."""
+        named = f"workload {workload.workload}: " if len(self.workloads) > 1 else ""
         try:
-            facts = gather(self.settings, db, store)
-            stale = int(db.scalar(Queries(self.settings).count_stale, {"age_us": self.stale_age_us()}))
+            facts = gather(workload, db, store)
+            age = self.stale_age_us(workload)
+            stale = int(db.scalar(Queries(workload).count_stale, {"age_us": age}))
         except (DatabaseDown, *REDIS_DOWN) as error:
-            self.out.write(f"summary unavailable: {error}\n")
-            return
-        counters = {k: v - self.counters_at_start.get(k, 0) for k, v in facts["counters"].items()}
+            self.out.write(f"{named}summary unavailable: {error}\n")
+            return False
+        at_start = self.counters_at_start.get(workload.workload, {})
+        counters = {k: v - at_start.get(k, 0) for k, v in facts["counters"].items()}
         lines = [
-            f"ran {elapsed:.0f} s: {counters.get('checked', 0):,} checks written, "
+            f"{named}ran {elapsed:.0f} s: {counters.get('checked', 0):,} checks written, "
             f"{counters.get('failed', 0):,} failed, {counters.get('stale', 0):,} fenced out as stale",
-            f"rows {facts['rows']:,}; not checked within the last {self.stale_age_us() / 1e6:g} s: {stale:,}",
-            f"after warm-up: worst oldest-lateness {self.worst_lateness:.2f} s, "
-            f"most rows overdue by > 1 s at once: {self.worst_overdue:,}",
+            f"rows {facts['rows']:,}; no successful check in the last {age / 1e6:g} s: {stale:,}; "
+            f"failing now: {facts['failing_rows']:,}",
             f"now: {verdict(facts)}",
         ]
+        if counters.get("failed", 0) > counters.get("checked", 0):
+            lines.append("warning: more checks failed than succeeded; see the workers' logs for the errors")
         self.out.write("\n".join(lines) + "\n")
+        return facts["fresh"]
 
-    def stale_age_us(self) -> int:
+    def stale_age_us(self, workload: Settings) -> int:
         """A row is stale if its last check is older than one interval plus 1 s of lateness."""
-        return round((self.settings.interval + 1.0) * 1_000_000)
+        return round((workload.interval + 1.0) * 1_000_000)
 
     def stop_children(self) -> list[tuple[str, int]]:
         alive = [c for c in self.children if c.process and c.process.poll() is None]

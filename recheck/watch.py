@@ -15,7 +15,7 @@ from shared.config import Settings
 from shared.db import Database, DatabaseDown
 from shared.keys import Keys
 from shared.redisconn import REDIS_DOWN, connect_redis
-from shared.status import Sampler, verdict
+from shared.status import Sampler, headline, verdict
 from shared.store import Store
 
 
@@ -29,14 +29,12 @@ def number(value) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-def view(facts: dict) -> Group:
+def view(facts: dict, workload: str | None = None) -> Group:
     fresh = facts["fresh"]
-    rows = "all" if facts["rows"] is None else f"All {facts['rows']:,}"
-    headline = f"{rows} rows fresh" if fresh else f"{facts['overdue_1s']:,} rows overdue"
-    detail = verdict(facts)
+    named = f"{workload} · " if workload else ""
     head = Panel(
-        Text(f"{headline}\n", style="bold") + Text(detail),
-        title=f"recheck · {facts['table']} every {facts['interval_s']:g} s",
+        Text(f"{headline(facts)}\n", style="bold") + Text(verdict(facts)),
+        title=f"recheck · {named}{facts['table']} every {facts['interval_s']:g} s",
         border_style="green" if fresh else "red",
     )
     figures = Table.grid(padding=(0, 3))
@@ -55,6 +53,12 @@ def view(facts: dict) -> Group:
         f"{facts['live_workers']}", "live workers",
         number(facts["quarantined"]), "quarantined",
     )  # fmt: skip
+    figures.add_row(
+        number(facts["failing_rows"]), "failing rows",
+        number(facts["recent_checks"]), "checks last min",
+        number(facts["recent_failed"]), "failed last min",
+        "", "",
+    )  # fmt: skip
     workers = Table("worker", "checks/s", "checked", "failed", "stale", box=None, header_style="dim")
     for worker in facts["workers"]:
         workers.add_row(
@@ -66,22 +70,29 @@ def view(facts: dict) -> Group:
         )
     parts = [head, figures, Text(""), workers]
     problems = [f"quarantined {q['id']}: {q['reason']}" for q in facts["quarantined_ids"][:5]]
-    problems += [f"failing {r['id']} ({r['fails']}x): {r['error']}" for r in facts["failing"][:5]]
+    problems += [f"{g['count']:,}x in the last hour: {g['error']} (e.g. {', '.join(g['examples'][:3])})"
+                 for g in facts["errors"][:5]]  # fmt: skip
     if problems:
         parts += [Text(""), Text("\n".join(problems), style="yellow")]
     return Group(*parts)
 
 
-def watch(settings: Settings, every: float = 1.0) -> int:
+def watch(workloads: list[Settings], every: float = 1.0) -> int:
+    """Every workload's view, one under the other, refreshed every second until Ctrl-C."""
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    sampler = Sampler(settings, Database(settings), Store(connect_redis(settings), Keys(settings.key_prefix)))
+    client = connect_redis(workloads[0])
+    samplers = [(w.workload, Sampler(w, Database(w), Store(client, Keys.of(w)))) for w in workloads]
+    named = len(samplers) > 1
     with Live(Text("sampling…"), refresh_per_second=4, transient=False) as live:
         while not stop.is_set():
-            try:
-                live.update(view(sampler.sample()))
-            except (DatabaseDown, *REDIS_DOWN) as error:
-                live.update(Panel(Text(f"unreachable: {error}; retrying"), border_style="red"))
+            views = []
+            for name, sampler in samplers:
+                try:
+                    views.append(view(sampler.sample(), name if named else None))
+                except (DatabaseDown, *REDIS_DOWN) as error:
+                    views.append(Panel(Text(f"unreachable: {error}; retrying"), border_style="red"))
+            live.update(Group(*views))
             stop.wait(every)
     return 0

@@ -1,4 +1,8 @@
-"""Configuration from RECHECK_* environment variables (and a .env file).
+"""Configuration from RECHECK_* environment variables (and a .env file), and the workloads file.
+
+One deployment may keep several tables fresh: `recheck.toml` (or the file RECHECK_CONFIG names)
+has a `[workloads.NAME]` table per workload, whose keys override the RECHECK_* defaults for that
+workload only. Without a file, the RECHECK_* variables define one workload named `default`.
 
 Every value that ends up in SQL (table and column names, the database name) is checked
 against a strict identifier pattern here, so the SQL layer can quote it without further
@@ -7,18 +11,26 @@ thought. Values are never pasted into SQL otherwise: data travels as query param
 
 from __future__ import annotations
 
+import difflib
+import os
 import re
 import sys
-from typing import Annotated, Literal
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from pydantic import AfterValidator, Field, SecretStr, ValidationError, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from dotenv import dotenv_values
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict, TomlConfigSettingsSource
 
 ENV_PREFIX = "RECHECK_"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _CHECK_REF = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 _KEY_PREFIX = re.compile(r"[A-Za-z0-9_.-]{1,40}")
+_WORKLOAD = re.compile(r"[A-Za-z0-9_-]{1,40}")  # in Redis key tags and metric labels
+DEFAULT_WORKLOAD = "default"
+WORKLOADS_FILE = "recheck.toml"
 MYSQL_TLS_OPTIONS = ("ssl_ca", "ssl_cert", "ssl_key", "ssl_verify_cert", "ssl_verify_identity")
 
 
@@ -42,6 +54,16 @@ def _key_prefix(value: str) -> str:
     if not _KEY_PREFIX.fullmatch(value):
         raise ValueError("must be 1-40 characters of letters, digits, '_', '.', '-'")
     return value
+
+
+def _workload(value: str) -> str:
+    if not _WORKLOAD.fullmatch(value):
+        raise ValueError("must be 1-40 characters of letters, digits, '_', '-'")
+    return value
+
+
+def _optional_identifier(value: str) -> str:
+    return _identifier(value) if value else value
 
 
 def _mysql_url(value: str) -> str:
@@ -106,14 +128,23 @@ def parse_mysql_url(url: str) -> MySQLTarget:
     )
 
 
+SECRET_OPTIONS = re.compile(r"pass|secret|token|auth", re.IGNORECASE)  # password=, passwd=, ...
+
+
 def redact_url(url: str) -> str:
-    """The URL with any password replaced by ***, safe for logs and status output."""
+    """The URL with every secret replaced by ***: the password of its user part, and the value of
+    any query option named like one (redis-py reads ?password=...), safe for logs and status."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = parts.username or ""
-    return parts._replace(netloc=f"{user}:***@{netloc[1]}").geturl()
+    head, mark, rest = url.partition("?")
+    if parts.password is not None:
+        head = head.replace(parts.netloc, f"{parts.username or ''}:***@{parts.netloc.rsplit('@', 1)[1]}", 1)
+    query, hash_mark, fragment = rest.partition("#")
+    query = "&".join(
+        f"{name}=***" if SECRET_OPTIONS.search(name) else option
+        for option in query.split("&")
+        for name in [option.partition("=")[0]]
+    )
+    return head + mark + query + hash_mark + fragment
 
 
 class Settings(BaseSettings):
@@ -138,12 +169,22 @@ class Settings(BaseSettings):
     fail_column: Identifier = "fail_count"
     error_column: Identifier = "last_error"
 
-    # What to do and how often.
+    # What to do and how often. A row's next due time is NOW() + interval, or + the seconds in
+    # its interval_column (NULL: interval), or + what its check returned as Recheck(after=...),
+    # kept within [min_interval, max_interval]; failures keep their retry backoff.
     interval: Seconds = 10.0
+    interval_column: Annotated[str, AfterValidator(_optional_identifier)] = ""
+    min_interval: Annotated[float, Field(ge=0, le=86_400 * 365)] = 0.0
+    max_interval: Seconds = 86_400 * 365.0
     check: Annotated[str, AfterValidator(_check_ref)] = "workers.demo:check"
     check_kind: Literal["auto", "batch", "row"] = "auto"
     check_timeout: Seconds = 30.0
     concurrency: Annotated[int, Field(ge=1, le=10_000)] = 50
+
+    # Workloads: the file, this workload's name (set by the file) and its share of a worker's time.
+    config: str = ""
+    workload: Annotated[str, AfterValidator(_workload)] = DEFAULT_WORKLOAD
+    weight: Annotated[float, Field(gt=0, le=1000)] = 1.0
 
     # Batching and backpressure.
     dispatch_batch: Annotated[int, Field(ge=1, le=50_000)] = 2000
@@ -166,6 +207,9 @@ class Settings(BaseSettings):
     # Failed checks are retried after retry_base, doubling each time, at most retry_max.
     retry_base: Seconds = 1.0
     retry_max: Seconds = 300.0
+    # Share of the last minute's checks that failed above which checks count as failing: rows
+    # are not fresh, status says so, workers log a warning (the alert rule uses the same 0.1).
+    failing_threshold: Annotated[float, Field(gt=0, le=1)] = 0.1
 
     # Session time zone for recheck's MySQL connections; '' keeps the server's default.
     db_time_zone: Annotated[str, Field(pattern=r"^$|^[+-]\d{2}:\d{2}$|^[A-Za-z_/]+$")] = "+00:00"
@@ -197,6 +241,8 @@ class Settings(BaseSettings):
             raise ValueError("app_password: must be set when RECHECK_APP_USER is")
         if self.retry_max < self.retry_base:
             raise ValueError("retry_max: must not be smaller than RECHECK_RETRY_BASE")
+        if self.max_interval < self.min_interval:
+            raise ValueError("max_interval: must not be smaller than min_interval")
         columns = [
             self.id_column,
             self.due_column,
@@ -205,6 +251,7 @@ class Settings(BaseSettings):
             self.count_column,
             self.fail_column,
             self.error_column,
+            *([self.interval_column] if self.interval_column else []),
         ]
         if len({c.lower() for c in columns}) != len(columns):
             raise ValueError("id_column: the configured column names must all be different")
@@ -234,11 +281,131 @@ def describe_error(error: ValidationError) -> list[str]:
     return lines
 
 
+# RECHECK_* variables that are not settings: compose's .env (passwords, the checks folder).
+OTHER_VARIABLES = {"RECHECK_MYSQL_PASSWORD", "RECHECK_CHECKS_DIR"}
+
+
+def unknown_variables(names) -> list[str]:
+    """One warning per RECHECK_* name that is no setting, naming the closest one (a typo)."""
+    known = {f"{ENV_PREFIX}{name.upper()}" for name in Settings.model_fields} | OTHER_VARIABLES
+    warnings = []
+    for name in sorted({n.upper() for n in names if n.upper().startswith(ENV_PREFIX)} - known):
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]}?" if close else " (see `recheck --help` and the README)"
+        warnings.append(f"unknown variable {name} is ignored{hint}")
+    return warnings
+
+
 def load_settings(**overrides) -> Settings:
-    """Settings from the environment; on a bad value print one line per variable and exit 2."""
+    """Settings from the environment; on a bad value print one line per variable and exit 2.
+    A RECHECK_* variable that is no setting (a typo) gets one warning line."""
     try:
-        return Settings(**overrides)
+        settings = Settings(**overrides)
     except ValidationError as error:
         for line in describe_error(error):
             print(f"recheck: configuration error: {line}", file=sys.stderr)
         raise SystemExit(2) from None
+    names = list(os.environ) + (list(dotenv_values(".env")) if os.path.exists(".env") else [])
+    for warning in unknown_variables(names):
+        print(f"recheck: warning: {warning}", file=sys.stderr)
+    return settings
+
+
+# What a workload may set in the workloads file: its table, its schedule and its check. The
+# rest (Redis, timings of the processes, observability) is one per deployment: RECHECK_*.
+WORKLOAD_KEYS = (
+    "mysql_url", "table", "id_column", "due_column", "checked_column", "result_column", "count_column",
+    "fail_column", "error_column", "interval", "interval_column", "min_interval", "max_interval", "check",
+    "check_kind", "check_timeout", "concurrency", "worker_batch", "dispatch_batch", "high_water",
+    "retry_base", "retry_max", "max_reclaims", "weight",
+)  # fmt: skip
+
+
+class WorkloadsFile(BaseModel):
+    """The workloads file's shape: `[workloads.NAME]` tables and nothing else."""
+
+    model_config = ConfigDict(extra="forbid")
+    workloads: dict[str, dict[str, Any]] = {}
+
+
+def workloads_path(settings: Settings) -> Path | None:
+    """RECHECK_CONFIG, or ./recheck.toml if there is one; None: no file, one `default` workload."""
+    if settings.config:
+        return Path(settings.config)
+    return Path(WORKLOADS_FILE) if Path(WORKLOADS_FILE).exists() else None
+
+
+def read_workloads(settings: Settings) -> list[Settings]:
+    """Every workload's settings, in the file's order; raises ConfigError naming what is wrong."""
+    path = workloads_path(settings)
+    if path is None:
+        return [settings]
+    if not path.is_file():
+        raise ConfigError(f"RECHECK_CONFIG: {path} is not a file")
+    try:
+        raw = TomlConfigSettingsSource(BaseSettings, toml_file=path)()
+        tables = WorkloadsFile.model_validate(raw).workloads
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    except ValidationError as error:
+        extra = sorted(str(item["loc"][0]) for item in error.errors() if item["type"] == "extra_forbidden")
+        hint = f"[{extra[0]}] is not known; " if extra else ""
+        raise ConfigError(f"{path}: {hint}workloads go in [workloads.NAME] tables") from None
+    if not tables:
+        raise ConfigError(f"{path}: defines no workload; add a [workloads.NAME] table")
+    base = settings.model_dump()
+    workloads, lines, seen = [], [], {}
+    for name, values in tables.items():
+        where = f"{path}: workload {name!r}"
+        if not isinstance(values, dict):
+            lines.append(f"{where}: must be a table of settings")
+            continue
+        unknown = [key for key in values if key not in WORKLOAD_KEYS]
+        for key in unknown:
+            close = difflib.get_close_matches(key, WORKLOAD_KEYS, n=1)
+            hint = f"did you mean {close[0]}?" if close else "per-deployment settings are RECHECK_* variables"
+            lines.append(f"{where}: {key}: not a workload setting ({hint})")
+        known = {key: value for key, value in values.items() if key in WORKLOAD_KEYS}
+        try:
+            workload = Settings.model_validate({**base, **known, "workload": name})
+        except ValidationError as error:
+            for line in describe_error(error):  # "RECHECK_INTERVAL: ..." -> "interval: ..."
+                variable, _, message = line.partition(": ")
+                lines.append(f"{where}: {variable.removeprefix(ENV_PREFIX).lower()}: {message}")
+            continue
+        target = (workload.mysql.host, workload.mysql.port, workload.mysql.database, workload.table)
+        if target in seen:
+            lines.append(f"{where}: keeps the same table as workload {seen[target]!r}")
+        seen[target] = name
+        if not unknown:
+            workloads.append(workload)
+    if lines:
+        raise ConfigError("\n".join(lines))
+    return workloads
+
+
+def load_workloads(settings: Settings) -> list[Settings]:
+    """read_workloads(), or one line per problem and exit 2."""
+    try:
+        return read_workloads(settings)
+    except ConfigError as error:
+        for line in str(error).splitlines():
+            print(f"recheck: configuration error: {line}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def log_prefix(settings: Settings) -> str:
+    """What a log line about one workload starts with: nothing for the only (default) one."""
+    return "" if settings.workload == DEFAULT_WORKLOAD else f"[{settings.workload}] "
+
+
+def select_workloads(workloads: list[Settings], names: str | None) -> list[Settings]:
+    """The workloads named (comma-separated, e.g. `--workloads users,urls`), all if None."""
+    if not names:
+        return workloads
+    known = {w.workload: w for w in workloads}
+    wanted = [name.strip() for name in names.split(",") if name.strip()]
+    missing = [name for name in wanted if name not in known]
+    if missing or not wanted:
+        raise ConfigError(f"unknown workload(s) {', '.join(missing) or names!r}; known: {', '.join(known)}")
+    return [known[name] for name in wanted]

@@ -1,4 +1,4 @@
-"""Queue entries: ``b"<id>:<due_ms>"``.
+"""Queue entries: ``b"<id>:<due_ms>"`` (how each kind of key is written: shared/keytypes.py).
 
 ``due_ms`` is the row's due time (a DATETIME(3)) as milliseconds after 1970-01-01 00:00:00,
 computed by MySQL with TIMESTAMPDIFF and turned back into a DATETIME by MySQL for the fenced
@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 EPOCH = datetime(1970, 1, 1)
+MIN_ID = -(2**63)  # BIGINT's range, signed and unsigned together
 MAX_ID = 2**64 - 1
 # DATETIME's range, 1000-01-01 .. 9999-12-31, in ms after the epoch.
 MIN_DUE_MS = -30_610_224_000_000
@@ -21,7 +22,7 @@ MAX_DUE_MS = 253_402_300_799_999
 
 class Item(NamedTuple):
     entry: bytes
-    id: int
+    id: int | str | bytes  # the row's key as the application uses it (shared/keytypes.py)
     due_ms: int
 
 
@@ -30,19 +31,33 @@ def make_entry(row_id: int, due_ms: int) -> bytes:
 
 
 def parse_entries(raw: list[bytes]) -> tuple[list[Item], list[bytes]]:
-    """Split entries read from Redis into well-formed items and malformed leftovers.
+    """Integer-keyed entries of any BIGINT range (shared/keytypes.py parses every key kind)."""
+    return parse_int_entries(raw, MIN_ID, MAX_ID)
 
-    Nothing read from Redis is ever evaluated: only digits are accepted.
+
+def parse_int_entries(raw: list[bytes], low: int, high: int) -> tuple[list[Item], list[bytes]]:
+    """Split entries read from Redis into well-formed items (ids in [low, high]) and malformed
+    leftovers.
+
+    Nothing read from Redis is ever evaluated: only digits (and a leading minus) are accepted,
+    and int() only sees text that passed (it would accept far more: spaces, '_', '+').
+    The hot path of every worker: positive numbers pass the first isdigit() and go no further.
     """
     items: list[Item] = []
     malformed: list[bytes] = []
+    append = items.append
     for entry in raw:
         head, sep, tail = entry.partition(b":")
-        digits = tail[1:] if tail[:1] == b"-" else tail
-        if sep and head.isdigit() and digits.isdigit() and len(head) <= 20 and len(tail) <= 16:
+        if (
+            sep
+            and len(head) <= 20
+            and len(tail) <= 16
+            and (head.isdigit() or (head[:1] == b"-" and head[1:].isdigit()))
+            and (tail.isdigit() or (tail[:1] == b"-" and tail[1:].isdigit()))
+        ):
             row_id, due_ms = int(head), int(tail)
-            if row_id <= MAX_ID and MIN_DUE_MS <= due_ms <= MAX_DUE_MS:
-                items.append(Item(entry, row_id, due_ms))
+            if low <= row_id <= high and MIN_DUE_MS <= due_ms <= MAX_DUE_MS:
+                append(Item(entry, row_id, due_ms))
                 continue
         malformed.append(entry)
     return items, malformed

@@ -6,6 +6,9 @@ container engine in the same container and environment, answers from two facts: 
 exists, and the heartbeat key (refreshed every RECHECK_HEARTBEAT_INTERVAL, expiring after
 RECHECK_HEARTBEAT_TTL) is still in Redis. A process that is stopped, killed, paused or cut off
 from Redis fails the check within the TTL.
+
+One file per process: compose runs one process per container; `recheck run` gives each of its
+children a file of its own next to RECHECK_HEALTH_FILE, and the check then covers all of them.
 """
 
 from __future__ import annotations
@@ -62,6 +65,19 @@ def pid_exists(pid: int) -> bool:
     except PermissionError:  # exists, owned by someone else
         return True
     return True
+
+
+def health_files(path: Path) -> list[Path]:
+    """The file itself (one process per container, as compose runs it), or else the files of the
+    processes `recheck run` started here (`PATH.dispatcher-0`, `PATH.worker-0`, ...)."""
+    if path.exists():
+        return [path]
+    return sorted(p for p in path.parent.glob(f"{path.name}.*") if p.suffix != ".partial" and p.is_file())
+
+
+def check_all(path: Path, client: redis.Redis) -> list[tuple[bool, str]]:
+    """(healthy, one line saying why) for every recheck process of this container."""
+    return [check_health(file, client) for file in health_files(path) or [path]]
 
 
 def check_health(path: Path, client: redis.Redis) -> tuple[bool, str]:

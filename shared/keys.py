@@ -1,15 +1,24 @@
 """Every Redis key recheck uses, built in one place.
 
-All keys share one hash tag, ``{prefix}``, so every key lands in the same Redis Cluster slot
-and the Lua scripts (which touch several keys at once) also run on a cluster.
+All keys of one workload share one hash tag, so they land in the same Redis Cluster slot and
+the Lua scripts (which touch several keys at once) also run on a cluster: ``{prefix}`` for the
+`default` workload (the keys of a deployment without a workloads file, as before workloads
+existed), ``{prefix:NAME}`` for any other, so workloads spread over a cluster's slots.
 """
 
 from __future__ import annotations
 
+from shared.config import DEFAULT_WORKLOAD, Settings
+
 
 class Keys:
-    def __init__(self, prefix: str):
-        tag = "{" + prefix + "}"
+    @classmethod
+    def of(cls, settings: Settings) -> Keys:
+        """The keys of the workload these settings describe."""
+        return cls(settings.key_prefix, settings.workload)
+
+    def __init__(self, prefix: str, workload: str = DEFAULT_WORKLOAD):
+        tag = "{" + (prefix if workload == DEFAULT_WORKLOAD else f"{prefix}:{workload}") + "}"
         self._tag = tag
         self.queue = f"{tag}:queue"  # LIST of "id:due_ms" entries waiting for a worker
         self.suspects = f"{tag}:suspects"  # LIST of groups of reclaimed entries, each one batch
@@ -26,6 +35,7 @@ class Keys:
         self.sweep_guard = f"{tag}:guard:sweep"  # STRING with a TTL
         self.dispatch_guard = f"{tag}:guard:dispatch"  # STRING with a TTL
         self.completed = f"{tag}:completed"  # HASH id -> due_ms completed during a guarded pass
+        self.errors = f"{tag}:errors"  # HASH normalised error -> JSON {count, first, last, examples}
 
     def processing(self, worker_id: str) -> str:
         """SET of entries a worker holds; an ack only counts for entries still in it."""

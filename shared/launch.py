@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pymysql
 
-from shared.config import ConfigError, Settings, load_settings, redact_url
+from shared.config import ConfigError, Settings, load_settings, load_workloads, redact_url
 from shared.db import DatabaseDown
 from shared.logs import setup_logging
 from shared.redisconn import REDIS_DOWN
@@ -21,8 +21,8 @@ from shared.schema import SchemaProblem
 log = logging.getLogger("recheck")
 
 MYSQL_HINTS = {
-    1049: "; run `recheck init-db` to create it",
-    1146: "; run `recheck init-db` to create it",
+    1049: "; check the database in RECHECK_MYSQL_URL (`recheck init-db --create` makes one)",
+    1146: "; check RECHECK_TABLE (`recheck init-db` says what a table needs)",
     1045: "; check the user and password in RECHECK_MYSQL_URL",
     1142: "; the MySQL user lacks a privilege recheck needs (see README, least-privilege user)",
 }
@@ -31,6 +31,7 @@ MYSQL_HINTS = {
 def launch(role: str, body: Callable[[Settings], int], overrides: dict | None = None) -> int:
     """Load the settings (exit 2 on a bad value), set up logging as `role`, run body(settings)."""
     settings = load_settings(**(overrides or {}))
+    load_workloads(settings)  # a bad workloads file stops every command the same way: exit 2
     setup_logging(role, settings.log_level, settings.log_format)
     try:
         return body(settings)

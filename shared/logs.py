@@ -41,5 +41,16 @@ def setup_logging(role: str, level: str = "INFO", fmt: str = "text") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    # APScheduler logs every job run at INFO; keep only its warnings.
+    # APScheduler logs every job run at INFO; keep only its warnings, less the expected ones.
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    scheduler_log = logging.getLogger("apscheduler.scheduler")  # a filter sees only its own logger's records
+    if not any(isinstance(f, SkippedRunFilter) for f in scheduler_log.filters):
+        scheduler_log.addFilter(SkippedRunFilter())
+
+
+class SkippedRunFilter(logging.Filter):
+    """A job still running when its next run is due is skipped (max_instances=1, coalesce): the
+    expected thing on a slow server, not a warning worth a line every period."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "maximum number of running instances reached" not in record.getMessage()

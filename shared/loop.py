@@ -3,6 +3,10 @@
 poll() does one unit of work and returns how many seconds to wait before the next call.
 stop() only sets an event, which also cuts the wait short. Signal handlers only record the
 signal and call stop(); a second signal exits at once (the reconciler covers what is left).
+
+A graceful stop ends within RECHECK_SHUTDOWN_TIMEOUT whatever the servers do: if the loop is
+still blocked on a silent server then, a watchdog hands back what the process holds (abandon())
+and exits.
 """
 
 from __future__ import annotations
@@ -12,17 +16,23 @@ import os
 import signal
 import threading
 import time
+from functools import partial
 
 from shared.config import Settings
-from shared.db import Database, DatabaseDown, probe
+from shared.db import Database, DatabaseDown, server_of
+from shared.db import last_success as mysql_seen
 from shared.health import HealthFile, HealthRecord
 from shared.keys import Keys
 from shared.outage import Outage
 from shared.presence import Presence, make_process_id
 from shared.redisconn import REDIS_DOWN, connect_redis
+from shared.redisconn import last_success as redis_seen
 from shared.store import Store
 
 log = logging.getLogger(__name__)
+
+WATCHDOG_GRACE = 1.0  # seconds past the stop deadline before the watchdog ends the process
+ABANDON_TIMEOUT = 2.0  # how long the watchdog lets abandon() try to hand work back
 
 
 class Service:
@@ -31,10 +41,13 @@ class Service:
     role = "service"
     presence: Presence  # the heartbeat; each role makes its own
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, workloads: list[Settings] | None = None) -> None:
+        """settings: the process's (the first workload's; every workload has the same process
+        settings); workloads: every workload this process serves (default: that one)."""
         self.settings = settings
+        self.workloads = workloads or [settings]
         self.id = make_process_id()
-        self.keys = Keys(settings.key_prefix)
+        self.keys = Keys.of(settings)
         self.client = connect_redis(settings)
         self.store = Store(self.client, self.keys)
         self.db = Database(settings)
@@ -42,9 +55,31 @@ class Service:
         self.signals_received = 0
         self.deadline: float | None = None  # monotonic time a graceful stop must end by
         self.fatal: str | None = None  # why the process chose to exit for a fresh start (exit 1)
-        # Shared by every thread of the process; "back" needs a successful probe.
-        self.redis_outage = Outage("redis", probe=self.client.ping)
-        self.mysql_outage = Outage("mysql", probe=lambda: probe(settings))
+        # Shared by every thread of the process; "back" once real work on that server succeeds.
+        self.redis_outage = Outage("redis", seen=redis_seen)
+        servers = sorted({server_of(w) for w in self.workloads})
+        named = len(servers) > 1  # logs say which server when there are several
+        self._mysql_outages = {
+            server: Outage(f"mysql {server}" if named else "mysql", seen=partial(mysql_seen, server))
+            for server in servers
+        }
+        self.mysql_outage = self.mysql_outage_for(settings)
+
+    def mysql_outage_for(self, settings: Settings) -> Outage:
+        """The outage record of the MySQL server these (workload) settings point at."""
+        return self._mysql_outages[server_of(settings)]
+
+    def parts_for(self, settings: Settings) -> tuple[Keys, Store, Database, Lifeline]:
+        """A workload's Redis keys, store, MySQL connection and lifeline; the first workload uses
+        the process's own connections."""
+        keys = Keys.of(settings)
+        if settings is self.settings:
+            return keys, self.store, self.db, self.lifeline(settings)
+        return keys, Store(self.client, keys), Database(settings), self.lifeline(settings)
+
+    def lifeline(self, settings: Settings) -> Lifeline:
+        """This process's lifecycle as one workload's code sees it (its own MySQL server)."""
+        return Lifeline(self, self.mysql_outage_for(settings))
 
     # Subclasses implement poll(); they may override startup() and shutdown().
     def poll(self) -> float:
@@ -55,6 +90,9 @@ class Service:
 
     def shutdown(self) -> None:
         pass
+
+    def abandon(self) -> None:
+        """Last resort when a graceful stop overran its deadline: hand back what is held."""
 
     @property
     def stopping(self) -> bool:
@@ -90,18 +128,33 @@ class Service:
             os.write(2, f"{self.role}: second signal, exiting now\n".encode())
             os._exit(128 + signum)
         self.stop()
+        threading.Thread(target=self._watchdog, name="stop-watchdog", daemon=True).start()
 
-    def attempt(self, step):
+    def _watchdog(self) -> None:
+        """A graceful stop that overruns its deadline (a call blocked on a silent server) ends here."""
+        time.sleep(max(self.time_left(), 0.0) + WATCHDOG_GRACE)
+        log.error("%s still stopping %.0fs past its deadline: a server does not answer; exiting now",
+                  self.role, WATCHDOG_GRACE)  # fmt: skip
+        helper = threading.Thread(target=self.abandon, name="abandon", daemon=True)
+        helper.start()
+        helper.join(ABANDON_TIMEOUT)
+        logging.shutdown()
+        os._exit(1)
+
+    def attempt(self, step, mysql_outage: Outage | None = None):
         """Run step(); (True, its result), or (False, backoff delay) if a server is away."""
-        ok, value = attempt(step, self.redis_outage, self.mysql_outage)
+        ok, value = attempt(step, self.redis_outage, mysql_outage or self.mysql_outage)
         return ok, value
 
-    def persist(self, step):
-        """Retry step() through outages; None if the graceful-stop deadline passes first."""
+    def persist(self, step, given_up=lambda: False, mysql_outage: Outage | None = None):
+        """Retry step() through outages; None if the graceful-stop deadline passes first, or as
+        soon as given_up() says the work no longer matters (someone else has it now)."""
         while True:
-            ok, value = self.attempt(step)
+            ok, value = self.attempt(step, mysql_outage)
             if ok:
                 return value
+            if given_up():
+                return None
             if self.time_left() <= 0:
                 log.error("giving up on an unreachable server at shutdown; the reclaimer will finish")
                 return None
@@ -134,6 +187,34 @@ class Service:
             _, wait = self.attempt(self.poll)  # a poll's wait, or the backoff after an outage
             if wait:
                 self.wait(wait)
+
+
+class Lifeline:
+    """One workload's view of its process: the process's stop and deadline, and the outage
+    record of the workload's own MySQL server (workloads may live on different servers)."""
+
+    def __init__(self, service: Service, mysql_outage: Outage):
+        self.service = service
+        self.mysql_outage = mysql_outage
+
+    @property
+    def stopping(self) -> bool:
+        return self.service.stopping
+
+    def attempt(self, step):
+        return self.service.attempt(step, self.mysql_outage)
+
+    def persist(self, step, given_up=lambda: False):
+        return self.service.persist(step, given_up, self.mysql_outage)
+
+    def time_left(self) -> float:
+        return self.service.time_left()
+
+    def wait(self, seconds: float) -> bool:
+        return self.service.wait(seconds)
+
+    def fail(self, reason: str) -> None:
+        self.service.fail(reason)
 
 
 def attempt(step, redis_outage: Outage, mysql_outage: Outage):

@@ -2,7 +2,10 @@
 
 Workers export what they did (checks, duration, lateness); dispatchers export the cluster's
 freshness, sampled from MySQL and Redis once a second (see dispatcher/monitor.py). Every name
-starts with recheck_, counters end in _total, durations are in seconds.
+starts with recheck_, counters end in _total, durations are in seconds, and every series carries
+a `workload` label. The families are registered once per process (WorkerMetrics,
+DispatcherMetrics); `.of(workload)` gives one workload's series under the attribute names the
+code uses (`.checks.labels(outcome)`, `.lateness.observe_many(...)`).
 """
 
 from __future__ import annotations
@@ -56,15 +59,48 @@ class BulkHistogram:
         with self._lock:
             return list(self.counts), self.total
 
-    def collect(self):
+    def cumulative(self) -> tuple[list[tuple[str, int]], float]:
         counts, total = self.snapshot()
         cumulative, running = [], 0
         for bound, n in zip([*map(str, self.bounds), "+Inf"], counts, strict=True):
             running += n
             cumulative.append((bound, running))
-        family = HistogramMetricFamily(self.name, self.documentation)
-        family.add_metric([], cumulative, total)
+        return cumulative, total
+
+
+class LabelledBulkHistograms:
+    """One BulkHistogram per workload, exported as one family with a `workload` label."""
+
+    def __init__(self, name: str, documentation: str):
+        self.name = name
+        self.documentation = documentation
+        self._by_workload: dict[str, BulkHistogram] = {}
+        self._lock = threading.Lock()
+
+    def labels(self, workload: str) -> BulkHistogram:
+        with self._lock:
+            if workload not in self._by_workload:
+                self._by_workload[workload] = BulkHistogram(self.name, self.documentation)
+            return self._by_workload[workload]
+
+    def collect(self):
+        family = HistogramMetricFamily(self.name, self.documentation, labels=["workload"])
+        with self._lock:
+            histograms = dict(self._by_workload)
+        for workload, histogram in sorted(histograms.items()):
+            cumulative, total = histogram.cumulative()
+            family.add_metric([workload], cumulative, total)
         yield family
+
+
+class _Bound:
+    """A labelled family with the workload label already chosen: .labels(rest...)."""
+
+    def __init__(self, family, workload: str):
+        self.family, self.workload = family, workload
+
+    def labels(self, *rest: str):
+        return self.family.labels(self.workload, *rest)
 
 
 def quantile(counts: Sequence[int], bounds: Sequence[float], q: float) -> float | None:
@@ -84,43 +120,74 @@ def quantile(counts: Sequence[int], bounds: Sequence[float], q: float) -> float 
     return bounds[-1]
 
 
+WORKLOAD = ("workload",)
+
+
 class WorkerMetrics:
+    """The worker's metric families (once per process)."""
+
     def __init__(self, registry=REGISTRY):
         self.checks = Counter(
             "recheck_checks_total",
             "Rows whose check completed, by outcome: ok (written), failed (written as a failure, "
-            "retried with backoff), stale (fenced out: the row had been written for that due time)",
-            ["outcome"],
+            "retried with backoff), stale (fenced out: the row had been written for that due time), "
+            "deferred (the application held the row locked: not written, checked again later)",
+            [*WORKLOAD, "outcome"],
             registry=registry,
         )
         self.malformed = Counter(
-            "recheck_malformed_entries_total", "Queue entries dropped as malformed", registry=registry
+            "recheck_malformed_entries_total",
+            "Queue entries dropped as malformed",
+            WORKLOAD,
+            registry=registry,
         )
         self.check_duration = Histogram(
             "recheck_check_duration_seconds",
             "Time one call of the check function took (a batch, or one row for per-row checks)",
+            WORKLOAD,
             buckets=SECONDS_BUCKETS,
             registry=registry,
         )
-        self.lateness = BulkHistogram(
+        self.lateness = LabelledBulkHistograms(
             "recheck_lateness_seconds", "Time from a row's due time to its result being written back"
         )
         registry.register(self.lateness)
 
+    def of(self, workload: str) -> WorkloadWorkerMetrics:
+        return WorkloadWorkerMetrics(self, workload)
+
+
+class WorkloadWorkerMetrics:
+    """One workload's worker series."""
+
+    def __init__(self, families: WorkerMetrics, workload: str):
+        self.checks = _Bound(families.checks, workload)
+        self.malformed = families.malformed.labels(workload)
+        self.check_duration = families.check_duration.labels(workload)
+        self.lateness = families.lateness.labels(workload)
+
 
 class DispatcherMetrics:
+    """The dispatcher's metric families (once per process); .of(workload) for one workload's."""
+
     def __init__(self, registry=REGISTRY):
         def gauge(name: str, doc: str, labels: Sequence[str] = ()) -> Gauge:
-            return Gauge(name, doc, labels, registry=registry)
+            return Gauge(name, doc, [*WORKLOAD, *labels], registry=registry)
 
-        self.dispatched = Counter("recheck_dispatched_total", "Ids pushed to the queue", registry=registry)
+        self.dispatched = Counter(
+            "recheck_dispatched_total", "Ids pushed to the queue", WORKLOAD, registry=registry
+        )
         self.reclaimed = Counter(
             "recheck_reclaimed_total",
             "Ids given back from workers whose heartbeat expired",
+            WORKLOAD,
             registry=registry,
         )
         self.quarantined = Counter(
-            "recheck_quarantined_total", "Ids quarantined for killing their workers", registry=registry
+            "recheck_quarantined_total",
+            "Ids quarantined for killing their workers",
+            WORKLOAD,
+            registry=registry,
         )
         self.last_dispatch = gauge(
             "recheck_last_dispatch_timestamp_seconds", "Unix time of the last push of due ids to the queue"
@@ -144,17 +211,50 @@ class DispatcherMetrics:
         self.in_flight = gauge("recheck_in_flight", "Ids queued or being checked")
         self.live_workers = gauge("recheck_live_workers", "Workers whose heartbeat is alive")
         self.quarantined_rows = gauge("recheck_quarantined_rows", "Rows currently quarantined")
+        self.failing_rows = gauge(
+            "recheck_failing_rows", "Rows whose last check failed (sampled, counted up to a cap)"
+        )
+        self._bound: dict[str, WorkloadDispatcherMetrics] = {}
+        self._lock = threading.Lock()
+
+    def of(self, workload: str) -> WorkloadDispatcherMetrics:
+        with self._lock:
+            if workload not in self._bound:
+                self._bound[workload] = WorkloadDispatcherMetrics(self, workload)
+            return self._bound[workload]
+
+
+class WorkloadDispatcherMetrics:
+    """One workload's dispatcher series, under the families' own names."""
+
+    def __init__(self, families: DispatcherMetrics, workload: str):
+        for name, family in vars(families).items():
+            if name.startswith("_"):
+                continue
+            if name == "overdue":  # labelled by threshold too
+                setattr(self, name, _Bound(family, workload))
+            else:
+                setattr(self, name, family.labels(workload))
 
 
 @cache
-def worker_metrics() -> WorkerMetrics:
+def worker_families() -> WorkerMetrics:
     """One set per process (prometheus-client allows each name once per registry)."""
     return WorkerMetrics()
 
 
 @cache
-def dispatcher_metrics() -> DispatcherMetrics:
+def dispatcher_families() -> DispatcherMetrics:
     return DispatcherMetrics()
+
+
+@cache
+def worker_metrics(workload: str = "default") -> WorkloadWorkerMetrics:
+    return worker_families().of(workload)
+
+
+def dispatcher_metrics(workload: str = "default") -> WorkloadDispatcherMetrics:
+    return dispatcher_families().of(workload)
 
 
 def serve(host: str, port: int, registry=REGISTRY) -> bool:

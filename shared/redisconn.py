@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
@@ -17,8 +19,23 @@ REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 SOCKET_TIMEOUT = 15.0
 
 
-def connect_redis(settings: Settings) -> redis.Redis:
-    return redis.Redis.from_url(
+class Client(redis.Redis):
+    """redis-py's client, noting when a command last succeeded (see shared/outage.py)."""
+
+    seen = 0.0  # monotonic time of the last successful command, any client of this process
+
+    def execute_command(self, *args, **options):
+        result = super().execute_command(*args, **options)
+        Client.seen = time.monotonic()
+        return result
+
+
+def last_success() -> float:
+    return Client.seen
+
+
+def connect_redis(settings: Settings) -> Client:
+    return Client.from_url(
         settings.redis_url,
         socket_timeout=SOCKET_TIMEOUT,
         socket_connect_timeout=5.0,

@@ -11,6 +11,7 @@ from functools import cache
 from importlib import resources
 
 from shared.config import Settings
+from shared.keytypes import INT_KEYS, KeyKind
 
 _NAME_LINE = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
@@ -32,10 +33,26 @@ def quote(identifier: str) -> str:
     return f"`{identifier}`"
 
 
-class Queries:
-    """Every statement of a package, ready to execute: ``Queries(settings).due_page``."""
+# Statements that carry a batch of keys need the id column's own type (schema.describe_table):
+# without it they fail loudly instead of converting every key.
+UNKNOWN_KEYS = "KEY_KIND_NOT_READ_FROM_THE_TABLE"
 
-    def __init__(self, settings: Settings, package: str = "shared"):
+
+def next_interval_us(settings: Settings) -> str:
+    """The SQL for a row's next interval in microseconds: the workload's interval, or the row's
+    own interval column (NULL: the workload's), kept within [min_interval, max_interval]."""
+    if not settings.interval_column:
+        return "%(interval_us)s"
+    row = f"ROUND(t.{quote(settings.interval_column)} * 1000000)"
+    return f"LEAST(GREATEST(COALESCE({row}, %(interval_us)s), %(min_interval_us)s), %(max_interval_us)s)"
+
+
+class Queries:
+    """Every statement of a package, ready to execute: ``Queries(settings).due_page``.
+
+    keys: the id column's kind (shared/keytypes.py), for the statements that carry keys."""
+
+    def __init__(self, settings: Settings, package: str = "shared", keys: KeyKind | None = None):
         names = {
             "table": settings.table,
             "id": settings.id_column,
@@ -49,6 +66,10 @@ class Queries:
             "database": settings.mysql.database,
         }
         quoted = {key: quote(value) for key, value in names.items()}
+        quoted["key_column"] = keys.key_column if keys else UNKNOWN_KEYS
+        quoted["key_match"] = keys.key_match if keys else UNKNOWN_KEYS
+        quoted["key_out"] = (keys or INT_KEYS).key_out.format(id=quoted["id"])
+        quoted["next_interval_us"] = next_interval_us(settings)
         self._rendered = {name: sql.format_map(quoted) for name, sql in raw_queries(package).items()}
 
     def __getattr__(self, name: str) -> str:

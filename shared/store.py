@@ -11,6 +11,7 @@ runs it with EVALSHA and reloads it transparently after a Redis restart empties 
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator, Sequence
 from functools import cache
@@ -21,8 +22,10 @@ import redis
 
 from shared.keys import Keys
 
-SCRIPT_NAMES = ("dispatch", "pop", "ack", "reclaim", "orphans", "lease")
+SCRIPT_NAMES = ("dispatch", "pop", "ack", "reclaim", "orphans", "lease", "errors")
 DELETE_CHUNK = 1000
+MAX_ERROR_GROUPS = 50  # distinct error messages kept per workload (errors.lua)
+ERROR_EXAMPLES = 5  # example ids kept per message
 
 
 @cache
@@ -49,6 +52,7 @@ class Counts(NamedTuple):
     failed: int = 0
     stale: int = 0
     malformed: int = 0
+    deferred: int = 0
 
 
 class Overview(NamedTuple):
@@ -101,6 +105,11 @@ class Store:
         holder = self._run("lease", [self.keys.leader], [owner, ttl_ms, "hold"])
         return holder.decode() if holder else None
 
+    def lease_holder(self) -> str | None:
+        """Who holds the leader lease now (None: it is free)."""
+        holder = self.client.get(self.keys.leader)
+        return holder.decode() if holder else None
+
     def release_lease(self, owner: str) -> None:
         self._run("lease", [self.keys.leader], [owner, 0, "release"])
 
@@ -126,16 +135,52 @@ class Store:
     def held_count(self, worker: str) -> int:
         return self.client.scard(self.keys.processing(worker))
 
-    def acknowledge(self, worker: str, done: Sequence[bytes], back: Sequence[bytes], counts: Counts) -> int:
-        """Release finished entries still held, return untouched ones to the queue head, add the
-        counts. Returns how many finished entries the worker still held."""
+    def acknowledge(
+        self,
+        worker: str,
+        done: Sequence[bytes],
+        back: Sequence[bytes],
+        counts: Counts,
+        *,
+        whole: bool,
+        deferred: Sequence[bytes] = (),
+    ) -> int:
+        """Release finished and deferred entries still held, return untouched ones to the queue
+        head, add the counts. `whole`: these are all the worker holds (lets Redis skip the
+        membership test). Returns how many finished entries the worker still held."""
         k = self.keys
         return self._run(
             "ack",
             [k.processing(worker), k.inflight, k.queue, k.stats, k.reclaims, k.sweep_guard,
              k.dispatch_guard, k.completed],
-            [len(done), *counts, *done, *back],
+            [int(whole), len(done), len(deferred), *counts, *done, *deferred, *back],
         )  # fmt: skip
+
+    # -- failures grouped by error (errors.lua) ----------------------------------------------
+    def record_errors(self, groups: dict[str, tuple[int, list[str]]], now: float) -> None:
+        """Add a batch's failures: message -> (how many, example ids)."""
+        args = [round(now, 3), MAX_ERROR_GROUPS, ERROR_EXAMPLES]
+        for message, (count, examples) in groups.items():
+            args += [message, count, json.dumps(examples[-ERROR_EXAMPLES:])]
+        self._run("errors", [self.keys.errors], args)
+
+    def error_groups(self) -> dict[str, dict]:
+        """message -> {count, first, last, examples}, as the workers recorded them."""
+        groups = {}
+        for message, raw in self.client.hgetall(self.keys.errors).items():
+            with contextlib.suppress(ValueError):
+                group = json.loads(raw)
+                examples = group.get("examples")
+                group["examples"] = examples if isinstance(examples, list) else []  # Lua: {} for []
+                groups[message.decode(errors="replace")] = group
+        return groups
+
+    def prune_errors(self, older_than: float) -> int:
+        """Forget groups not seen since `older_than` (Unix seconds); returns how many."""
+        stale = [m for m, g in self.error_groups().items() if float(g.get("last", 0)) < older_than]
+        if stale:
+            self.client.hdel(self.keys.errors, *stale)
+        return len(stale)
 
     # -- recovery (reclaim.lua, orphans.lua) ------------------------------------------------
     def worker_ids(self) -> list[str]:
@@ -153,6 +198,36 @@ class Store:
         )  # fmt: skip
         return (int(result[0]), int(result[1])) if result else None
 
+    def whereabouts(self, key: bytes) -> dict:
+        """Where one id is in Redis (for `recheck inspect`; O(queue + workers), never in a loop):
+        the due time it is in flight for, its queue position, the worker holding it, its reclaims."""
+        k = self.keys
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hget(k.inflight, key)
+        pipe.hget(k.reclaims, key)
+        pipe.hget(k.quarantine, key)
+        pipe.llen(k.queue)
+        due, reclaims, quarantine, depth = pipe.execute()
+        found = {"in_flight_due_ms": int(due) if due else None, "reclaims": int(reclaims or 0),
+                 "set_aside_for_quarantine": quarantine is not None, "queue_depth": depth,
+                 "queue_position": None, "suspect_group": False, "worker": None}  # fmt: skip
+        if due is None:
+            return found
+        entry = key + b":" + due
+        position = self.client.lpos(k.queue, entry)
+        if position is not None:
+            found["queue_position"] = int(position) + 1
+            return found
+        groups = self.client.lrange(k.suspects, 0, -1)  # reclaimed batches waiting: few, and rare
+        found["suspect_group"] = any(entry in group.split(b" ") for group in groups)
+        for worker in self.worker_ids():
+            held = self.client.sismember(k.processing(worker), entry)
+            if held or self.client.lpos(k.landing(worker), entry) is not None:
+                alive = self.client.exists(k.heartbeat(worker))
+                found["worker"] = {"id": worker, "alive": bool(alive)}
+                break
+        return found
+
     def pending_quarantine(self) -> dict[bytes, bytes]:
         """id -> entry of ids the reclaimer set aside to be parked in MySQL."""
         return self.client.hgetall(self.keys.quarantine)
@@ -167,9 +242,9 @@ class Store:
         pipe.hincrby(k.stats, "quarantined", parked)
         pipe.execute()
 
-    def forget_reclaims(self, ids: Sequence[int]) -> None:
-        """`recheck release`: released rows start with a clean record."""
-        self.client.hdel(self.keys.reclaims, *[str(i) for i in ids])
+    def forget_reclaims(self, ids: Sequence[bytes]) -> None:
+        """`recheck release`: released rows start with a clean record (ids as entries carry them)."""
+        self.client.hdel(self.keys.reclaims, *ids)
 
     def scan_in_flight(self) -> Iterator[tuple[bytes, bytes]]:
         """(id, due_ms) pairs in flight (HSCAN: never blocks Redis)."""

@@ -5,12 +5,13 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import subprocess
 
 import pytest
 
 from bench.servers import MariaDBServer, RedisServer
+from recheck.initdb import init_db
 from shared.config import ENV_PREFIX, Settings
-from shared.schema import init_db
 from tests.support.processes import TEST_TIMINGS, Processes
 
 _databases = itertools.count(1)
@@ -117,8 +118,15 @@ def rds(redis_server):
 def procs(tmp_path, request):
     processes = Processes(tmp_path)
     yield processes
-    for process, _ in processes.started:
-        if process.poll() is None:
+    # SIGTERM first: a `recheck run` stops its children (in sessions of their own) on its way out;
+    # whatever is still there after that is killed.
+    live = [process for process, _ in processes.started if process.poll() is None]
+    for process in live:
+        process.terminate()
+    for process in live:
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
     report = getattr(request.node, "rep_call", None)

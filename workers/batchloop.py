@@ -2,6 +2,8 @@
 
 The check runs in a thread of its own so that a hung check can be abandoned after
 RECHECK_CHECK_TIMEOUT (its rows fail) and a graceful stop is not held up past its deadline.
+A worker serving several batch workloads lets them take turns by weight (workers/turns.py);
+waiting for work happens outside the turn, so an idle workload holds nobody up.
 """
 
 from __future__ import annotations
@@ -13,32 +15,42 @@ import time
 from shared.entries import Item
 from workers.checks import CheckShapeError, Outcome, batch_outcomes, describe_error
 from workers.intake import split
-from workers.loopbase import CheckLoop
+from workers.loopbase import HUNG_CHECKS_LIMIT, CheckLoop
 from workers.pool import DaemonPool
+from workers.turns import Turns
 
 log = logging.getLogger(__name__)
 
-HUNG_CHECKS_LIMIT = 3  # abandoned, still-running checks after which the process restarts itself
-
 
 class BatchLoop(CheckLoop):
-    def __init__(self, *parts) -> None:
+    def __init__(self, *parts, turns: Turns | None = None) -> None:
         super().__init__(*parts)
+        self.turns = turns or Turns()
         self._executor = DaemonPool(1)
         self._hung = 0
 
     def poll(self) -> float:
-        entries = self.intake.take(self.settings.worker_batch)
-        if not entries:
-            if not self.intake.wait_for_work():
-                return 0.0
-            entries = self.intake.take(self.settings.worker_batch)
-        if entries:
-            self.process(entries)
+        self.ready_to_write()
+        # Waiting for work happens outside the turn: the other workloads go on meanwhile.
+        if not self.take_turn():
+            if self.intake.wait_for_work():
+                self.take_turn()
+            else:
+                self.keep_in_touch()  # idle for a second
         return 0.0
 
+    def take_turn(self) -> bool:
+        """Take a batch and finish it, in this workload's turn; False if nothing was due."""
+        settings = self.settings
+        with self.turns.turn(settings.workload, settings.weight) as turn:
+            entries = self.intake.take(settings.worker_batch)
+            if entries:
+                self.process(entries)
+                turn.rows = len(entries)
+        return bool(entries)
+
     def process(self, entries: list[bytes]) -> None:
-        items, malformed = split(entries)
+        items, malformed = split(entries, self.completer.writeback.keys)
         outcomes = self.run_check(items) if items else []
         if outcomes is None:  # stop deadline passed while the check ran: nothing was done
             self.completer.give_back([item.entry for item in items], malformed)
@@ -48,7 +60,8 @@ class BatchLoop(CheckLoop):
     def run_check(self, items: list[Item]) -> list[Outcome] | None:
         """Outcomes for each item; None if a graceful stop ran out of time first."""
         ids = [item.id for item in items]
-        future = self._executor.submit(self.check, ids)
+        given = list(ids)  # the check's own copy: it may sort or change it, ours stays as it was
+        future = self._executor.submit(self.check, given)
         started = time.monotonic()
         timeout = self.settings.check_timeout
         while True:
@@ -69,7 +82,7 @@ class BatchLoop(CheckLoop):
             except Exception as error:  # a check may raise anything; its rows fail
                 return [Outcome(False, describe_error(error))] * len(ids)
         try:
-            return batch_outcomes(ids, results)
+            return batch_outcomes(ids, results, given)
         except CheckShapeError as error:
             log.error(
                 "check %s: %s; the batch's %d rows are recorded as failed", self.check_name, error, len(ids)

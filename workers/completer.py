@@ -1,25 +1,37 @@
 """The end of every entry a worker takes: written back and acknowledged, or given back.
 
 Both loops (batch and per-row) finish their work here and nowhere else: the fenced write-back
-in a constant number of statements, the lateness of what was written, one acknowledgement
-script call that releases the finished entries and returns untouched ones, and the counters.
+in a constant number of statements, one acknowledgement script call that releases the finished
+entries and returns untouched ones, the counters, and the lateness of what was written.
+
+Liveness is not progress: a write-back that has not landed within RECHECK_HEARTBEAT_TTL plus
+one lock wait (shared/db.py: LOCK_WAIT_SECONDS) (MySQL unreachable from this worker alone, a
+silent network) is given back to the queue by the heartbeat thread, exactly as if this worker
+had died but without counting as a death, so that other workers check those rows; the fence
+makes a late write harmless. Only if another live worker reaches MySQL (its heartbeat says so):
+when MySQL is down for everyone, the batch stays and is written once, when it is back.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from shared.config import Settings
+from shared.config import Settings, log_prefix
 from shared.db import Database
 from shared.entries import Item
+from shared.failing import error_group
 from shared.metrics import WorkerMetrics
+from shared.redisconn import REDIS_DOWN
 from shared.store import Counts, Store
 from workers.checks import Outcome
-from workers.writeback import WriteBack, Written
+from workers.writeback import NOTHING_WRITTEN, WriteBack, Written
 
-NOTHING_WRITTEN = Written(0, 0, 0)
+log = logging.getLogger(__name__)
 
 
 class Counters:
@@ -29,6 +41,7 @@ class Counters:
         self.checked = 0
         self.failed = 0
         self.stale = 0
+        self.deferred = 0
         self.malformed = 0
         self.returned = 0
         self.batches = 0
@@ -51,51 +64,131 @@ class Completer:
         worker_id: str,
         persist: Callable,
         metrics: WorkerMetrics,
+        whole_batches: bool,
     ):
         self.writeback = WriteBack(settings, db)
         self.store = store
         self.worker_id = worker_id
         self.persist = persist  # retries a step through outages until the stop deadline
         self.metrics = metrics
+        # A batch worker holds nothing but the batch it completes; a per-row worker holds more.
+        self.whole_batches = whole_batches
         self.counters = Counters()
         self.lateness_max = 0.0  # the largest lateness written since the last heartbeat
+        self.last_error: str | None = None  # the latest failure's message, for status and logs
+        self._lock = threading.Lock()
+        self._writing: tuple[float, list[bytes]] | None = None  # (since, entries) of the write under way
+        self._given_back = False
+        self._held_back = False  # a stuck write-back was kept: nobody else could write it either
 
     def complete(self, items: Sequence[Item], outcomes: Sequence[Outcome], malformed: Sequence[bytes] = ()):
         """Write the outcomes back (fenced), then acknowledge; malformed entries are dropped."""
-        written = self.persist(lambda: self.writeback.write(items, outcomes)) if items else NOTHING_WRITTEN
-        if written is None:  # MySQL stayed away through the stop deadline: let others redo them
-            self.give_back([item.entry for item in items], malformed)
+        entries = [item.entry for item in items]
+        written = NOTHING_WRITTEN
+        self.last_error = next((o.text for o in reversed(outcomes) if not o.ok), self.last_error)
+        if items:
+            with self._lock:
+                self._writing, self._given_back, self._held_back = (time.monotonic(), entries), False, False
+            try:
+                written = self.persist(
+                    lambda: self.writeback.write(items, outcomes), given_up=lambda: self._given_back
+                )
+            finally:
+                with self._lock:
+                    self._writing = None
+        if written is None:  # given back already, or MySQL stayed away through the stop deadline
+            self.give_back(entries, malformed)  # a second give-back changes nothing: nothing is held
             return
+        if any(not outcome.ok for outcome in outcomes):
+            self.record_errors(items, outcomes)
+        deferred = set(written.deferred)  # usually empty: then no entry is looked up in it
+        done = [e for e in entries if e not in deferred] if deferred else entries
+        self.acknowledge(done + list(malformed), [], written, len(malformed), written.deferred)
         if items:
             self.counters.batches += 1
-            self.record_lateness(items, outcomes)
-        self.acknowledge([item.entry for item in items] + list(malformed), [], written, len(malformed))
+            self.record_lateness(items, outcomes, deferred)
+
+    def record_errors(self, items: Sequence[Item], outcomes: Sequence[Outcome]) -> None:
+        """Count this batch's failures by error in Redis (best effort: status and the dashboard
+        group failing rows by them without scanning the table)."""
+        show, groups = self.writeback.keys.show, {}
+        for item, outcome in zip(items, outcomes, strict=True):
+            if not outcome.ok:
+                group = error_group(outcome.text)
+                count, examples = groups.get(group, (0, []))
+                examples.append(str(show(item.id)))
+                groups[group] = (count + 1, examples)
+        with contextlib.suppress(*REDIS_DOWN):
+            self.store.record_errors(groups, time.time())
 
     def give_back(self, entries: Sequence[bytes], malformed: Sequence[bytes] = ()) -> None:
         """Return untouched entries to the head of the queue (malformed ones are dropped)."""
         self.acknowledge(list(malformed), entries, NOTHING_WRITTEN, len(malformed))
 
-    def acknowledge(self, done: Sequence[bytes], back: Sequence[bytes], written: Written, malformed: int):
-        """Release finished entries and return untouched ones, retrying through outages."""
-        counts = Counts(written.succeeded, written.failed, written.stale, malformed)
-        self.persist(lambda: self.store.acknowledge(self.worker_id, done, back, counts))
+    def give_back_if_stuck(self, bound: float, others_can_write: Callable[[], bool]) -> None:
+        """From the heartbeat thread: a write-back running longer than `bound` is given back,
+        if another worker can reach MySQL. When none can (MySQL is down for everyone), handing
+        the batch round would only check it again and again: it stays, written once MySQL is back."""
+        with self._lock:
+            if self._writing is None or self._given_back or time.monotonic() - self._writing[0] < bound:
+                return
+            since, entries = self._writing
+        if not others_can_write():
+            if not self._held_back:
+                self._held_back = True
+                log.warning(
+                    "%sthe write-back of %d rows has not landed in %.1fs, and no other worker reaches "
+                    "mysql either: keeping them, to write once it is back",
+                    log_prefix(self.writeback.settings), len(entries), time.monotonic() - since,
+                )  # fmt: skip
+            return
+        self.store.acknowledge(self.worker_id, [], entries, Counts(), whole=False)
+        with self._lock:
+            self._given_back = True
+        self.counters.returned += len(entries)
+        log.warning(
+            "%sthe write-back of %d rows has not landed in %.1fs; gave them back for other workers "
+            "(a late write is fenced out)",
+            log_prefix(self.writeback.settings),
+            len(entries),
+            time.monotonic() - since,
+        )
+
+    def acknowledge(
+        self,
+        done: Sequence[bytes],
+        back: Sequence[bytes],
+        written: Written,
+        malformed: int,
+        deferred: Sequence[bytes] = (),
+    ) -> None:
+        """Release finished (and deferred) entries and return untouched ones, through outages."""
+        counts = Counts(written.succeeded, written.failed, written.stale, malformed, len(deferred))
+        whole = self.whole_batches
+        self.persist(
+            lambda: self.store.acknowledge(self.worker_id, done, back, counts, whole=whole, deferred=deferred)
+        )
         c = self.counters
         c.checked += written.succeeded
         c.failed += written.failed
         c.stale += written.stale
+        c.deferred += len(deferred)
         c.malformed += malformed
         c.returned += len(back)
         checks = self.metrics.checks
         checks.labels("ok").inc(written.succeeded)
         checks.labels("failed").inc(written.failed)
         checks.labels("stale").inc(written.stale)
+        checks.labels("deferred").inc(len(deferred))
         self.metrics.malformed.inc(malformed)
 
-    def record_lateness(self, items: Sequence[Item], outcomes: Sequence[Outcome]) -> None:
+    def record_lateness(self, items: Sequence[Item], outcomes: Sequence[Outcome], deferred: set) -> None:
         """Lateness (due time -> written back, on the database clock) of the rows just written."""
         now_ms = self.writeback.db_now_ms()
         lateness = [
-            (now_ms - item.due_ms) / 1000 for item, outcome in zip(items, outcomes, strict=True) if outcome.ok
+            (now_ms - item.due_ms) / 1000
+            for item, outcome in zip(items, outcomes, strict=True)
+            if outcome.ok and (not deferred or item.entry not in deferred)
         ]
         if lateness:
             self.metrics.lateness.observe_many(lateness)

@@ -2,7 +2,8 @@
 
 Everything taken lands in the worker's processing set in Redis first (one pop.lua call per
 batch), so that what a worker holds is known even if it dies. Nothing read from Redis is ever
-evaluated: entries are parsed as digits only, anything else is set aside as malformed.
+evaluated: entries are parsed by the key kind's strict rules (digits, or hex for text and binary
+keys: shared/keytypes.py), anything else is set aside as malformed.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from shared.entries import Item, parse_entries
+from shared.entries import Item
+from shared.keytypes import KeyKind
 from shared.redisconn import REDIS_DOWN
 from shared.store import Store
 
@@ -60,9 +62,9 @@ class Intake:
         return self.store.held_count(self.worker_id)
 
 
-def split(entries: list[bytes]) -> tuple[list[Item], list[bytes]]:
+def split(entries: list[bytes], keys: KeyKind) -> tuple[list[Item], list[bytes]]:
     """Well-formed items and malformed entries (logged once per batch)."""
-    items, malformed = parse_entries(entries)
+    items, malformed = keys.parse(entries)
     if malformed:
         log.warning("dropped %d malformed queue entries (e.g. %r)", len(malformed), malformed[0][:40])
     return items, malformed

@@ -38,6 +38,11 @@ class DaemonPool(concurrent.futures.Executor):
                 self._idle -= 1
         return future
 
+    def grow(self, threads: int) -> None:
+        """Allow this many more threads (negative: fewer), e.g. in place of one lost to a hung task."""
+        with self._lock:
+            self.size += threads
+
     def _serve(self) -> None:
         while True:
             task = self._tasks.get()

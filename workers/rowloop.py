@@ -21,7 +21,7 @@ import time
 from shared.entries import Item
 from workers.checks import Outcome, describe_error, outcome_of
 from workers.intake import split
-from workers.loopbase import CheckLoop
+from workers.loopbase import HUNG_CHECKS_LIMIT, IDLE_PROBE_EVERY, CheckLoop
 from workers.pool import DaemonPool
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,8 @@ class RowLoop(CheckLoop):
         self.wakeup: asyncio.Event | None = None  # set when a check finishes (made inside the loop)
         self.flushing: asyncio.Task | None = None  # the write-back under way, in a thread
         self.flushing_items: list[Item] = []
+        self.hung = 0  # plain checks past their timeout whose threads are still running
+        self.next_touch = 0.0  # when an idle loop next makes sure MySQL takes its writes
 
     def entries_in_hand(self) -> set[bytes]:
         held = {item.entry for item in self.pending.values()} | {item.entry for item, _ in self.finished}
@@ -66,19 +68,45 @@ class RowLoop(CheckLoop):
 
     async def check_one(self, row_id: int) -> Outcome:
         started = time.monotonic()
+        running = None  # a plain function's call in the pool
         try:
             async with asyncio.timeout(self.timeout):  # no extra task per row, unlike wait_for
                 if self.is_async:
                     value = await self.check(row_id)
                 else:
-                    call = functools.partial(self.check, row_id)
-                    value = await asyncio.get_running_loop().run_in_executor(self.pool, call)
+                    running = self.pool.submit(self.check, row_id)
+                    value = await asyncio.wrap_future(running)
         except TimeoutError:
+            if running is not None and not running.done():
+                self.abandon(running)
             return Outcome(False, f"TimeoutError: check did not finish within {self.timeout:g}s")
         except Exception as error:  # a check may raise anything; only its row fails
             return Outcome(False, describe_error(error))
         self.metrics.check_duration.observe(time.monotonic() - started)
         return outcome_of(value)
+
+    def abandon(self, running) -> None:
+        """A plain check past its timeout keeps its thread: the pool gets one more in its place,
+        and a process with too many of them restarts (a thread cannot be interrupted)."""
+        self.pool.grow(1)
+        self.hung += 1
+        loop = asyncio.get_running_loop()
+        running.add_done_callback(lambda _: loop.call_soon_threadsafe(self.unhung))
+        if self.hung >= max(HUNG_CHECKS_LIMIT, self.concurrency):
+            self.life.fail(
+                f"{self.hung} per-row checks hung and cannot be interrupted; exiting for a fresh process"
+            )
+
+    def unhung(self) -> None:
+        self.hung -= 1
+        self.pool.grow(-1)
+
+    async def writable(self) -> bool:
+        """While MySQL is failing: probe it (in a thread: checks keep running meanwhile)."""
+        ok, delay = await asyncio.to_thread(self.life.attempt, self.ready_to_write)
+        if not ok:
+            self.next_take = time.monotonic() + delay
+        return ok
 
     async def main(self) -> None:
         life, intake = self.life, self.intake
@@ -86,7 +114,11 @@ class RowLoop(CheckLoop):
         while not life.stopping:
             free = self.concurrency - len(self.pending)
             wants = free >= self.min_take or (free > 0 and not self.pending)
-            if wants and time.monotonic() >= self.next_take:
+            if (
+                wants
+                and time.monotonic() >= self.next_take
+                and (not life.mysql_outage.down or await self.writable())
+            ):
                 limit = min(free, self.batch)
                 ok, taken = life.attempt(functools.partial(intake.take, limit, self.entries_in_hand))
                 if not ok:
@@ -114,6 +146,9 @@ class RowLoop(CheckLoop):
                 await asyncio.wait({self.flushing}, timeout=FLUSH_SECONDS)
             else:
                 await asyncio.sleep(0.01)  # queue empty: the next take waits for work
+                if time.monotonic() >= self.next_touch:  # idle: is MySQL still there for us?
+                    self.next_touch = time.monotonic() + IDLE_PROBE_EVERY
+                    await asyncio.to_thread(life.attempt, self.keep_in_touch)
             if self.flushing is not None and self.flushing.done():
                 self.flushing.result()  # re-raises what the thread raised
                 self.flushing, self.flushing_items = None, []
@@ -129,7 +164,7 @@ class RowLoop(CheckLoop):
         await self.drain()
 
     def start(self, entries: list[bytes]) -> None:
-        items, malformed = split(entries)
+        items, malformed = split(entries, self.completer.writeback.keys)
         if malformed:
             self.completer.give_back([], malformed)
         for item in items:

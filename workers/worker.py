@@ -1,10 +1,14 @@
-"""The worker process: its lifecycle, its heartbeat, and the loop its check calls for.
+"""The worker process: its lifecycle, its heartbeat, and one lane per workload it serves.
 
-What a worker holds lives in Redis (its processing set), never only in its memory: if it
-dies, the reclaimer gives the entries back once its heartbeat key expires. A heartbeat thread
-keeps that key alive while the check runs, however long the check takes.
+What a worker holds lives in Redis (each workload's processing set), never only in its memory:
+if it dies, the workload's reclaimer gives the entries back once its heartbeat key expires. A
+heartbeat thread keeps every lane's key alive while checks run, however long they take, and
+gives back a write-back that cannot land (liveness is not progress).
 
-Graceful stop (SIGTERM/SIGINT): take no more work, finish and write back the batch in hand
+Each workload is a lane (workers/lane.py) with its own check, kind and concurrency; with several
+lanes each runs in a thread of its own, batch lanes taking turns by weight (workers/turns.py).
+
+Graceful stop (SIGTERM/SIGINT): take no more work, finish and write back the batches in hand
 within RECHECK_SHUTDOWN_TIMEOUT, return untouched entries to the queue head, exit 0.
 """
 
@@ -12,23 +16,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Callable
 
-from shared.config import Settings
+from shared.config import ConfigError, Settings, load_workloads, select_workloads
+from shared.db import LOCK_WAIT_SECONDS
 from shared.launch import launch, positive_int
 from shared.loop import Service
 from shared.metrics import serve as serve_metrics
-from shared.metrics import worker_metrics
-from shared.presence import Presence
 from shared.redisconn import REDIS_DOWN
-from shared.schema import require_table
-from workers.batchloop import BatchLoop
-from workers.checks import check_kind, load_check
-from workers.completer import Completer
-from workers.intake import Intake
-from workers.rowloop import RowLoop
+from workers.lane import Lane
+from workers.turns import Turns
 
 log = logging.getLogger(__name__)
 
@@ -38,21 +38,23 @@ DESCRIPTION = "Run one worker: take due ids, run the check, write results back (
 class Worker(Service):
     role = "worker"
 
-    def __init__(self, settings: Settings, check: Callable | None = None):
-        super().__init__(settings)
-        self.presence = Presence(
-            self.store, self.keys.heartbeat(self.id), self.keys.workers, self.id, settings.heartbeat_ttl
-        )
-        self.check = check or load_check(settings.check)
-        self.kind = check_kind(self.check, settings.check_kind)
-        self.check_name = f"{self.check.__module__}:{self.check.__qualname__}"
-        self.metrics = worker_metrics()
-        self.intake = Intake(self.store, self.id)
-        self.completer = Completer(settings, self.db, self.store, self.id, self.persist, self.metrics)
-        self.counters = self.completer.counters
-        parts = (settings, self.check, self.intake, self.completer, self, self.metrics)
-        self.batch = BatchLoop(*parts) if self.kind == "batch" else None
-        self.rows = RowLoop(*parts) if self.kind == "row" else None
+    def __init__(
+        self, settings: Settings, check: Callable | None = None, workloads: list[Settings] | None = None
+    ):
+        """settings: one workload's (or the first of `workloads`); check: that workload's check
+        function itself (tests), instead of importing RECHECK_CHECK."""
+        workloads = workloads or [settings]
+        if check is not None and len(workloads) > 1:
+            raise ConfigError("a check function can be given for a single workload only")
+        super().__init__(workloads[0], workloads)
+        self.turns = Turns()
+        self.lanes = [Lane(self, workload, self.turns, check) for workload in workloads]
+        # The first lane's parts: the whole worker when it serves one workload (and its tests).
+        first = self.lanes[0]
+        self.presence = first.presence
+        self.kind, self.check_name = first.kind, first.check_name
+        self.intake, self.completer, self.counters = first.intake, first.completer, first.counters
+        self.batch, self.rows, self.metrics = first.batch, first.rows, first.metrics
         self._heartbeat_stop = threading.Event()
         self._heartbeat = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
         self._metrics_tried = False
@@ -61,98 +63,122 @@ class Worker(Service):
         if not self._metrics_tried:  # once: a busy port is reported, not retried
             self._metrics_tried = True
             serve_metrics(self.settings.metrics_host, self.settings.metrics_port)
-        require_table(self.settings, self.db)
-        self.completer.writeback.read_column_limits()
-        self.beat()
+        for lane in self.lanes:
+            ok, delay = lane.life.attempt(lane.startup)
+            if not ok:  # that workload's server is away: the whole start is retried after a pause
+                raise StartLater(delay)
         if not self._heartbeat.is_alive():
             self._heartbeat.start()
-        log.info(
-            "worker %s started: %s check %s, batch %d%s",
-            self.id,
-            self.kind,
-            self.check_name,
-            self.settings.worker_batch,
-            f", concurrency {self.settings.concurrency}" if self.kind == "row" else "",
-        )
+        for lane in self.lanes:
+            s = lane.settings
+            where = f"workload {lane.name} ({s.mysql.database}.{s.table}), " if len(self.lanes) > 1 else ""
+            log.info("worker %s started: %s%s", self.id, where, lane.describe())
+
+    def start_up(self) -> None:
+        while not self.stopping:
+            try:
+                ok, delay = self.attempt(self.startup)
+            except StartLater as later:
+                ok, delay = False, later.delay
+            if ok:
+                return
+            self.wait(delay)
 
     def poll(self) -> float:
         return self.batch.poll()
 
     def loop(self) -> None:
-        if self.rows is not None:
-            self.rows.run()
-        else:
-            super().loop()
+        if len(self.lanes) == 1:
+            self.lanes[0].run()
+            return
+        threads = [
+            threading.Thread(target=self._run_lane, args=(lane,), name=f"lane-{lane.name}", daemon=True)
+            for lane in self.lanes
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _run_lane(self, lane: Lane) -> None:
+        try:
+            lane.run()
+        except Exception:  # one workload's loop must not die silently while the others go on
+            log.exception("workload %s: its loop failed", lane.name)
+            self.fail(f"workload {lane.name}: its loop failed; exiting for a fresh process")
 
     def shutdown(self) -> None:
-        landed = self.persist(lambda: self.intake.take(0))  # what a last BLMOVE delivered goes back
-        if landed:
-            self.completer.give_back(landed)
-        self.close()
-        if self.persist(self.intake.held_count) == 0:
-            # Deregister: nothing is held, so there is nothing for the reclaimer to do.
-            self.persist(self.presence.withdraw)
-        c = self.counters
-        log.info(
-            "worker %s stopped: %d checked, %d failed, %d stale, %d returned",
-            self.id,
-            c.checked,
-            c.failed,
-            c.stale,
-            c.returned,
-        )
+        self._heartbeat_stop.set()
+        for lane in self.lanes:
+            summary = lane.shutdown(functools.partial(self.persist, mysql_outage=lane.life.mysql_outage))
+            where = f" ({lane.name})" if len(self.lanes) > 1 else ""
+            log.info("worker %s stopped%s: %s", self.id, where, summary)
 
     def close(self) -> None:
         """Stop heartbeating and release connections (what is held stays for the reclaimer)."""
         self._heartbeat_stop.set()
-        if self.batch is not None:
-            self.batch.close()
-        self.db.close()
+        for lane in self.lanes:
+            lane.close()
 
     def beat(self) -> None:
-        c = self.counters
-        lateness, _ = self.metrics.lateness.snapshot()
-        self.presence.publish(
-            {
-                "kind": self.kind,
-                "checked": c.checked,
-                "failed": c.failed,
-                "stale": c.stale,
-                "rate": round(c.rate(), 1),
-                "lateness_buckets": lateness,  # counts per SECONDS_BUCKETS bucket since start
-                "lateness_max": round(self.completer.take_lateness_max(), 4),  # since the last beat
-            }
-        )
+        for lane in self.lanes:
+            lane.beat()
 
     def _heartbeat_loop(self) -> None:
         while not self._heartbeat_stop.wait(self.settings.heartbeat_interval):
-            # The main loop logs an outage; the key is set again once Redis is back.
+            for lane in self.lanes:
+                # The lane's loop logs an outage; the key is set again once Redis is back.
+                with contextlib.suppress(*REDIS_DOWN):
+                    lane.beat()
+                    # Alive is not progressing: a write-back stuck this long goes to other workers
+                    # (it may spend one lock wait on a row the application holds, then skip that row).
+                    lane.completer.give_back_if_stuck(
+                        self.settings.heartbeat_ttl + LOCK_WAIT_SECONDS, lane.others_can_write
+                    )
+
+    def abandon(self) -> None:
+        for lane in self.lanes:
             with contextlib.suppress(*REDIS_DOWN):
-                self.beat()
+                lane.abandon()
+
+
+class StartLater(Exception):
+    """A workload's server is away at start: try the whole start again after `delay`."""
+
+    def __init__(self, delay: float):
+        super().__init__(delay)
+        self.delay = delay
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=positive_int, help="rows checked at once (per-row checks)")
     parser.add_argument("--batch", type=positive_int, help="ids taken from Redis at a time")
+    parser.add_argument(
+        "--workloads", metavar="NAME[,NAME]", help="serve only these workloads (default: every one)"
+    )
 
 
 def overrides(args: argparse.Namespace) -> dict:
-    """The command-line options as settings (they win over RECHECK_CONCURRENCY/_WORKER_BATCH)."""
+    """The command-line options as settings (they win over RECHECK_CONCURRENCY/_WORKER_BATCH and
+    the workloads file, for every workload this worker serves)."""
     chosen = {"concurrency": args.concurrency, "worker_batch": args.batch}
     return {name: value for name, value in chosen.items() if value is not None}
 
 
-def serve(settings: Settings) -> int:
+def serve(settings: Settings, workloads: str | None = None, options: dict | None = None) -> int:
     """Run one worker until a signal stops it; 1 if it chose to exit for a fresh process."""
-    worker = Worker(settings)
+    chosen = select_workloads(load_workloads(settings), workloads)
+    if options:
+        chosen = [Settings.model_validate({**w.model_dump(), **options}) for w in chosen]
+    worker = Worker(chosen[0], workloads=chosen)
     worker.install_signal_handlers()
     worker.run()
     return 1 if worker.fatal else 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m workers [--concurrency C] [--batch B]`."""
+    """`python -m workers [--concurrency C] [--batch B] [--workloads NAMES]`."""
     parser = argparse.ArgumentParser(prog="python -m workers", description=DESCRIPTION)
     add_arguments(parser)
     args = parser.parse_args(argv)
-    return launch("worker", serve, overrides(args))
+    return launch("worker", functools.partial(serve, workloads=args.workloads, options=overrides(args)))

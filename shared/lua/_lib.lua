@@ -1,4 +1,4 @@
--- _lib.lua: helpers prepended to every recheck script by shared/scripts.py.
+-- _lib.lua: helpers prepended to every recheck script by shared/store.py.
 -- Entries are "id:due_ms" strings; unpack() is limited by Lua's C stack, so multi-argument
 -- commands are sent in chunks.
 
@@ -8,18 +8,6 @@ local function id_of(entry)
   local colon = string.find(entry, ':', 1, true)
   if not colon then return nil end
   return string.sub(entry, 1, colon - 1)
-end
-
--- The due time as written in the entry (text: tostring() of a Lua number is lossy above 14 digits).
-local function due_text(entry)
-  local colon = string.find(entry, ':', 1, true)
-  if not colon then return nil end
-  return string.sub(entry, colon + 1)
-end
-
-local function due_of(entry)
-  local text = due_text(entry)
-  return text and tonumber(text)
 end
 
 -- redis.call(command, key, prefix..., items...) in chunks; returns the replies in order.

@@ -13,7 +13,6 @@ import signal
 import time
 
 import pymysql
-import pytest
 
 from bench.servers import wait_for
 from shared.entries import parse_entries
@@ -23,19 +22,13 @@ from tests.support.cluster import Cluster
 from tests.support.helpers import scalar
 
 
-@pytest.fixture
-def cluster(tmp_path, procs):
-    cluster = Cluster(tmp_path, procs)
-    yield cluster
-    cluster.close()
-
-
 def worker_bound(s) -> float:
     """A dead worker's ids: heartbeat expiry + reclaim period + checking its batch one id at a time."""
     return s.heartbeat_ttl + s.heartbeat_interval + s.reclaim_interval + 1.0
 
 
-def test_workers_killed_again_and_again_during_batches(cluster):
+def test_workers_killed_again_and_again_during_batches(clusters):
+    cluster = clusters
     # Checks cost 1 ms a row (0.2 s a batch), so workers are caught holding ids; 4 workers have
     # twice the capacity the 5,000 rows every 2 s need.
     cluster.start(workers=4, check="tests.support.checks:row_cost", env={"TEST_CHECK_ROW_COST": "0.001"})
@@ -125,7 +118,8 @@ def test_two_dispatchers_active_for_a_moment_never_duplicate(cluster):
     report.assert_invariants(bound_s=s.leader_ttl + s.heartbeat_interval + 1.5, max_duplicates=0)
 
 
-def test_redis_restarted_with_all_data_lost(cluster):
+def test_redis_restarted_with_all_data_lost(clusters):
+    cluster = clusters
     cluster.start()
     cluster.pause(2)
     cluster.redis.kill()

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from bench.servers import MariaDBServer, RedisServer, wait_for
+from recheck.initdb import init_db
 from shared.config import Settings
 from shared.outage import MAX_BACKOFF
-from shared.schema import init_db
 from tests.support.helpers import audit_violations, install_audit, scalar, seed_rows
 from tests.support.processes import TEST_TIMINGS
 

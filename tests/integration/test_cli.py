@@ -55,7 +55,9 @@ def test_init_db_prints_the_alter_an_existing_table_needs_and_applies_it_on_requ
         sql, "CREATE TABLE devices (device_id INT UNSIGNED PRIMARY KEY, name VARCHAR(40), status VARCHAR(20))"
     )
     env = {"RECHECK_TABLE": "devices", "RECHECK_ID_COLUMN": "device_id"}
-    dry = recheck("init-db", settings=settings, env=env)
+    refused = recheck("init-db", settings=settings, env=env)  # its own `status`: not taken unasked
+    assert refused.returncode == 1 and "--adopt status" in refused.stdout
+    dry = recheck("init-db", "--adopt", "status", settings=settings, env=env)
     assert dry.returncode == 1
     expected = [
         "ADD COLUMN `checked_at`",
@@ -69,19 +71,29 @@ def test_init_db_prints_the_alter_an_existing_table_needs_and_applies_it_on_requ
         assert clause in dry.stdout
     assert "ADD COLUMN `status`" not in dry.stdout  # it exists already
     worker = recheck("worker", settings=settings, env=env)
-    assert worker.returncode == 1 and "recheck init-db --apply" in worker.stderr
-    applied = recheck("init-db", "--apply", settings=settings, env=env)
+    assert worker.returncode == 1 and "`recheck init-db" in worker.stderr
+    applied = recheck("init-db", "--apply", "--adopt", "status", settings=settings, env=env)
     assert applied.returncode == 0, applied.stderr
     assert "is ready" in recheck("init-db", settings=settings, env=env).stdout
 
 
-def test_init_db_refuses_a_table_it_cannot_use(settings, sql):
-    query(sql, "CREATE TABLE hosts (hostname VARCHAR(100) PRIMARY KEY)")
-    result = recheck(
-        "init-db", settings=settings, env={"RECHECK_TABLE": "hosts", "RECHECK_ID_COLUMN": "hostname"}
-    )
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ("hosts (hostname TEXT, PRIMARY KEY (hostname(50)))", "recheck keys on an integer, a CHAR/VARCHAR"),
+        ("money (id DECIMAL(12, 0) PRIMARY KEY)", "recheck keys on an integer"),
+        ("pairs (id INT, part INT, PRIMARY KEY (id, part))", "has a composite primary key (id, part)"),
+        ("loose (id INT)", "has no primary key"),
+        ("other (code INT PRIMARY KEY, id INT UNIQUE)", "is not the primary key; set RECHECK_ID_COLUMN=code"),
+    ],
+)
+def test_init_db_refuses_a_table_it_cannot_use(settings, sql, table, message):
+    query(sql, f"CREATE TABLE {table}")
+    name, id_column = table.split()[0], "hostname" if table.startswith("hosts") else "id"
+    env = {"RECHECK_TABLE": name, "RECHECK_ID_COLUMN": id_column}
+    result = recheck("init-db", settings=settings, env=env)
     assert result.returncode == 1
-    assert "recheck needs an integer id" in result.stdout
+    assert message in result.stdout, result.stdout
 
 
 def test_seed_spreads_due_times_over_one_interval_or_makes_them_due_now(make_settings, sql):
@@ -117,7 +129,7 @@ def test_run_supervises_and_stops_gracefully_with_a_freshness_summary(make_setti
     recheck("seed", "--rows", "2000", settings=settings)
     result = recheck("run", "--workers", "2", "--duration", "7", settings=settings, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "not checked within the last 3 s: 0" in result.stdout, result.stdout
+    assert "no successful check in the last 3 s: 0; failing now: 0" in result.stdout, result.stdout
     assert "every row fresh" in result.stdout
     assert result.stderr.count("worker") >= 2 and "stopped:" in result.stderr
 

@@ -17,6 +17,8 @@ import pytest
 import yaml
 
 from bench.servers import free_port, wait_for
+from recheck.initdb import init_db
+from shared.config import read_workloads
 from tests.support.helpers import REPO, seed_rows
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -79,6 +81,25 @@ def test_the_dashboard_shows_freshness_first_and_updates_live(make_settings, pro
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "dashboard-fresh.png"), full_page=True)
 
+    # One unit per axis (not "500.00 s" above "0 ms"), and the values under the pointer on hover.
+    ticks = page.locator("#chart-lateness text").all_text_contents()[:3]
+    assert len({tick.split()[-1] for tick in ticks}) == 1, ticks
+    page.locator("#chart-lateness").hover()
+    tip = page.locator(".chart .tip", has_text="p99").first
+    tip.wait_for(timeout=5_000)
+    assert "s ago:" in tip.inner_text() and "oldest" in tip.inner_text()
+
+    # The search box: one row's story, as `recheck inspect` tells it.
+    page.locator("#search-id").fill("5")
+    page.locator("#search button").click()
+    page.locator("#row-title", has_text=" id 5 · ").wait_for(timeout=5_000)
+    where = page.locator("#row-facts dd[data-field=where]").inner_text()
+    assert any(word in where for word in ("waiting", "queued", "in flight", "due")), where
+    assert int(page.locator("#row-facts dd[data-field=check_count]").inner_text()) >= 1
+    page.locator("#search-id").fill("999999")
+    page.locator("#search button").click()
+    page.locator("#row-title", has_text="no row with id '999999'").wait_for(timeout=5_000)
+
     # The processes' /metrics carry the documented families.
     worker_text = get(f"http://127.0.0.1:{worker_metrics}/metrics")
     dispatcher_text = get(f"http://127.0.0.1:{dispatcher_metrics}/metrics")
@@ -88,9 +109,13 @@ def test_the_dashboard_shows_freshness_first_and_updates_live(make_settings, pro
         "recheck_check_duration_seconds_count",
     ):
         assert name in worker_text, name
+    leader = 'recheck_dispatcher_leader{workload="default"} 1.0'  # every series carries its workload
     for name in ("recheck_dispatched_total", "recheck_rows_overdue", "recheck_oldest_lateness_seconds",
-                 "recheck_dispatcher_leader 1.0", "recheck_queue_depth", "recheck_live_workers"):  # fmt: skip
+                 leader, "recheck_queue_depth", "recheck_live_workers"):  # fmt: skip
         assert name in dispatcher_text, name
+    # Every metric the Grafana dashboard and the alert rules use is served by a running process.
+    served = served_names(worker_text) | served_names(dispatcher_text)
+    assert used_names() <= served, used_names() - served
 
     # The same page when something is wrong: no workers, rows fall overdue.
     for worker in workers:
@@ -100,10 +125,44 @@ def test_the_dashboard_shows_freshness_first_and_updates_live(make_settings, pro
     page.locator("#headline-detail", has_text="no live workers").wait_for(timeout=15_000)
     page.screenshot(path=str(ARTIFACTS / "dashboard-overdue.png"), full_page=True)
 
+    # A worker whose every check fails: the rows are retried, so none stays overdue, but they
+    # are not fresh either.
+    procs.start("worker", settings, env={"RECHECK_CHECK": "tests.support.checks:always_raises"})
+    headline.filter(has_text="Checks failing").wait_for(timeout=30_000)
+    assert "overdue" in page.locator("#headline").get_attribute("class")
+    page.locator("#headline-detail", has_text="upstream is down").wait_for(timeout=5_000)
+    page.locator("#errors tr", has_text="RuntimeError: upstream is down").wait_for(timeout=10_000)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-failing.png"), full_page=True)
+
     # Read-only.
     request = urllib.request.Request(url + "api/status", method="POST", data=b"{}")
     with pytest.raises(urllib.error.HTTPError, match="405"):
         urllib.request.urlopen(request, timeout=5)
+
+
+def served_names(text: str) -> set[str]:
+    """Metric names in a /metrics page (samples, and each histogram's series)."""
+    names = {
+        line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and not line.startswith("#")
+    }
+    for line in text.splitlines():
+        if line.startswith("# TYPE ") and line.endswith(" histogram"):
+            names |= {line.split()[2] + suffix for suffix in ("_bucket", "_count", "_sum")}
+    return names
+
+
+def used_names() -> set[str]:
+    """Every recheck_* name the Grafana dashboard and the alert rules query."""
+    used = set()
+    dashboard = json.loads((REPO / "deploy" / "grafana" / "dashboards" / "recheck.json").read_text())
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", []):
+            used |= set(re.findall(r"\brecheck_[a-z_]+", target["expr"]))
+    rules = yaml.safe_load((REPO / "deploy" / "prometheus" / "alerts.yml").read_text())
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            used |= set(re.findall(r"\brecheck_[a-z_]+", rule["expr"]))
+    return used
 
 
 def exported_names() -> set[str]:
@@ -124,20 +183,44 @@ def exported_names() -> set[str]:
 
 def test_grafana_and_alert_rules_use_only_metrics_that_exist():
     names = exported_names()
-    used = set()
-    dashboard = json.loads((REPO / "deploy" / "grafana" / "dashboards" / "recheck.json").read_text())
-    for panel in dashboard["panels"]:
-        for target in panel.get("targets", []):
-            used |= set(re.findall(r"\brecheck_[a-z_]+", target["expr"]))
+    used = used_names()
     rules = yaml.safe_load((REPO / "deploy" / "prometheus" / "alerts.yml").read_text())
-    alert_names = set()
-    for group in rules["groups"]:
-        for rule in group["rules"]:
-            alert_names.add(rule["alert"])
-            used |= set(re.findall(r"\brecheck_[a-z_]+", rule["expr"]))
+    alert_names = {rule["alert"] for group in rules["groups"] for rule in group["rules"]}
     assert used and used <= names, used - names
-    assert {"RecheckRowsOverdue", "RecheckNoDispatch"} <= alert_names
+    assert {"RecheckRowsOverdue", "RecheckNoDispatch", "RecheckChecksFailing"} <= alert_names
     readme = (REPO / "README.md").read_text()
     for name in names:
         base = re.sub(r"_(bucket|count|sum)$", "", name)
         assert f"`{base}" in readme, f"{base} is not documented in the README"
+
+
+def test_the_dashboard_has_a_tab_per_workload(make_settings, procs, browser, tmp_path):
+    dashboard = free_port()
+    config = tmp_path / "recheck.toml"
+    config.write_text(
+        '[workloads.users]\ntable = "user_block_status"\n\n[workloads.urls]\ntable = "urls"\ninterval = 3\n'
+    )
+    settings = make_settings(interval=2.0, dashboard_port=dashboard, config=str(config))
+    for workload in read_workloads(settings):
+        assert init_db(workload, apply=False, say=lambda _: None, create=True) == 0
+        seed_rows(workload, 500)
+    procs.start("dispatcher", settings)
+    procs.start("worker", settings)
+    page = browser.new_page(viewport={"width": 1360, "height": 1000})
+    url = f"http://127.0.0.1:{dashboard}/"
+    wait_for(lambda: get(url + "healthz") == "ok\n", 20, "the dashboard to listen")
+    page.goto(url)
+    tabs = page.locator("#workloads button")
+    wait_for(lambda: tabs.count() == 2, 10, "a tab per workload")
+    for name in ("users", "urls"):
+        page.locator(f"#workloads button[data-workload={name}]", has_text="rows fresh").wait_for(
+            timeout=20_000
+        )
+    page.locator("#workloads button[data-workload=urls]").click()
+    page.locator("#where", has_text="urls · ").wait_for(timeout=5_000)
+    assert "every 3 s" in page.locator("#where").inner_text()
+    assert page.locator("#workloads button[data-workload=urls]").get_attribute("aria-selected") == "true"
+    page.screenshot(path=str(ARTIFACTS / "dashboard-workloads.png"), full_page=True)
+    assert json.loads(get(url + "api/status?workload=urls"))["title"].endswith(".urls")
+    with pytest.raises(urllib.error.HTTPError, match="404"):
+        get(url + "api/status?workload=nope")

@@ -11,8 +11,8 @@ import pytest
 import redis
 
 from bench.servers import MariaDBServer, RedisServer, free_port, wait_for
+from recheck.initdb import init_db
 from shared.config import Settings
-from shared.schema import init_db
 from tests.support.helpers import REPO, recheck, scalar, seed_rows
 from tests.support.processes import TEST_TIMINGS
 from tests.support.tls import make_certificates

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 
 import pytest
@@ -15,9 +14,8 @@ from shared.db import Database
 from shared.entries import make_entry, parse_entries
 from shared.keys import Keys
 from tests.support import checks
-from tests.support.helpers import dispatch_all, make_store, query, scalar, seed_rows
+from tests.support.helpers import dispatch_all, make_store, query, run_in_thread, scalar, seed_rows
 from workers.checks import Outcome
-from workers.worker import Worker
 from workers.writeback import Written
 
 
@@ -153,12 +151,6 @@ def test_a_reclaimed_workers_late_acknowledgement_releases_nothing(make_worker, 
         rescuer.poll()  # one group per batch
     assert rds.hlen(keys.inflight) == 0
     assert [r[4] for r in rows(sql)] == [1] * 10
-
-
-def run_in_thread(worker: Worker) -> threading.Thread:
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    return thread
 
 
 @pytest.mark.parametrize("check", [checks.slow_row, checks.slow_row_sync], ids=["async", "thread-pool"])

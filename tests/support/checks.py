@@ -11,7 +11,7 @@ import os
 import time
 from pathlib import Path
 
-from workers.checks import per_row
+from workers.checks import Recheck, per_row
 
 SLEEP = float(os.environ.get("TEST_CHECK_SLEEP", "0"))
 ROW_COST = float(os.environ.get("TEST_CHECK_ROW_COST", "0"))
@@ -105,3 +105,36 @@ async def odd_rows_hang(row_id: int) -> str:
     if row_id % 2:
         await asyncio.sleep(SLEEP)
     return "done"
+
+
+@per_row
+def first_two_hang_sync(row_id: int) -> str:
+    """Rows 1 and 2 block their thread for TEST_CHECK_SLEEP seconds; the others finish at once."""
+    if row_id in (1, 2):
+        time.sleep(SLEEP)
+    return "done"
+
+
+def echo(ids: list) -> list[str]:
+    """Each row's result says what the check was given: its key's type and value."""
+    return [f"{type(i).__name__}:{i!r}" for i in ids]
+
+
+async def async_ok(row_id) -> str:
+    """A per-row check that waits a little, like an HTTP call."""
+    _record([row_id])
+    await asyncio.sleep(0.005)
+    return "up"
+
+
+def recheck_by_key(ids: list[bytes]) -> list:
+    """Decides each row's next due time itself: binary keys ending in an even byte after 2 s,
+    odd ones after 4 s."""
+    _record(ids)
+    return [Recheck("seen", after=2 if key[-1] % 2 == 0 else 4) for key in ids]
+
+
+def sleepy_batch(ids: list) -> list[str]:
+    """10 ms per batch whatever its size: a worker's time is the thing being shared."""
+    time.sleep(0.01)
+    return ["ok"] * len(ids)

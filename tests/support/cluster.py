@@ -14,7 +14,12 @@ from the ids the check function recorded:
 - broken chains: a write whose old due time is not the previous write's new due time (a
   cycle lost or overwritten out of band);
 - duplicate checks: check invocations minus writes (at-least-once costs: a worker killed
-  after checking, a paused worker whose result was fenced out).
+  after checking, a paused worker whose result was fenced out);
+- quarantined rows: the checks here never kill a worker, so none may end in quarantine.
+
+The recheck processes log in as a least-privilege MySQL user (SELECT and UPDATE on the table),
+as compose's do: read_only binds them (it does not bind root). Any of them can be started
+behind a FaultProxy (tests/support/faultproxy.py) to cut, slow or partition its connections.
 """
 
 from __future__ import annotations
@@ -27,11 +32,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.servers import MariaDBServer, RedisServer, wait_for
+from recheck.initdb import create_app_user, init_db
 from shared.config import Settings
 from shared.keys import Keys
-from shared.schema import init_db
-from tests.support.helpers import audit_violations, install_audit, scalar, seed_rows
+from tests.support.faultproxy import FaultProxy
+from tests.support.helpers import audit_violations, install_audit, scalar, seed_rows, workload
 from tests.support.processes import TEST_TIMINGS, Processes
+
+APP_PASSWORD = "chaos-app-pass"
+# Two workloads in the same processes: the first keeps the keys a deployment without a file has.
+SECOND_WORKLOAD = """
+[workloads.default]
+table = "user_block_status"
+
+[workloads.second]
+table = "second_rows"
+interval = 3
+"""
+
+
+def audit_of(admin: Settings) -> str:
+    """The audit table of a workload's table (the first workload's is plain `audit`)."""
+    return "audit" if admin.table == "user_block_status" else f"audit_{admin.table}"
+
 
 CHAOS_SETTINGS = {
     **TEST_TIMINGS,
@@ -53,31 +76,39 @@ class Report:
     broken_chains: int
     invocations: int
     duplicates: int
+    quarantined: int = 0
     events: list[str] = field(default_factory=list)
+    others: list[Report] = field(default_factory=list)  # the other workloads' tables, judged alike
 
     def line(self) -> str:
         return (
             f"{self.fault}: {self.writes} writes of {self.rows} rows, "
             f"max lateness {self.max_lateness_s:.2f} s, "
             f"duplicates {self.duplicates}, stuck {self.stuck_rows}, premature {self.premature}, "
-            f"double {self.double}, broken chains {self.broken_chains}"
+            f"double {self.double}, broken chains {self.broken_chains}, quarantined {self.quarantined}"
         )
 
     def assert_invariants(self, bound_s: float, max_duplicates: int) -> None:
-        print(self.line())
+        """Every table's invariants; duplicates are counted over all of them together."""
+        for report in [self, *self.others]:
+            print(report.line())
         for event in self.events:
             print(f"  {event}")
-        assert self.premature == 0, self.line()
-        assert self.double == 0, self.line()
-        assert self.broken_chains == 0, self.line()
-        assert self.stuck_rows == 0, self.line()
-        assert self.max_lateness_s <= bound_s, f"{self.line()} (bound {bound_s:.2f} s)"
+        for report in [self, *self.others]:
+            assert report.premature == 0, report.line()
+            assert report.double == 0, report.line()
+            assert report.broken_chains == 0, report.line()
+            assert report.stuck_rows == 0, report.line()
+            assert report.quarantined == 0, report.line()
+            assert report.max_lateness_s <= bound_s, f"{report.line()} (bound {bound_s:.2f} s)"
         assert 0 <= self.duplicates <= max_duplicates, f"{self.line()} (bound {max_duplicates})"
 
 
 class Cluster:
     def __init__(self, tmp_path: Path, procs: Processes, rows: int = 5000, mysql_extra: tuple[str, ...] = (),
-                 **overrides):  # fmt: skip
+                 workloads: int = 1, **overrides):  # fmt: skip
+        """workloads=2: a second workload on a table of its own (a fifth of the rows, every 3 s)
+        runs beside the first in the same processes, through a workloads file."""
         self.tmp = tmp_path
         self.procs = procs
         self.rows = rows
@@ -85,12 +116,27 @@ class Cluster:
         self.redis = RedisServer(tmp_path / "redis")
         self.record = tmp_path / "record"
         self.record.mkdir()
-        self.settings = Settings(
+        # The administrator (the tests' eyes, seeding, init-db) and what the processes run as.
+        self.admin = Settings(
             _env_file=None,
             mysql_url=self.mysql.url("recheck"),
             redis_url=self.redis.url(),
+            app_user="recheck",
+            app_password=APP_PASSWORD,
             **{**CHAOS_SETTINGS, **overrides},
         )
+        self.settings = self.admin.model_copy(
+            update={"mysql_url": self.mysql.url("recheck", "recheck", APP_PASSWORD), "app_user": ""}
+        )
+        self.second: Settings | None = None  # the second workload's admin settings
+        if workloads == 2:
+            config = tmp_path / "recheck.toml"
+            config.write_text(SECOND_WORKLOAD)
+            self.admin, self.settings = (
+                s.model_copy(update={"config": str(config)}) for s in (self.admin, self.settings)
+            )
+            self.second = workload(self.admin, "second", table="second_rows", interval=3.0)
+        self.proxies: list[FaultProxy] = []
         self.workers: list[subprocess.Popen] = []
         self.dispatchers: list[subprocess.Popen] = []
         self.events: list[str] = []
@@ -98,16 +144,26 @@ class Cluster:
 
     # -- setting up -------------------------------------------------------------------------
     def start(self, workers: int = 3, dispatchers: int = 1, check: str = "tests.support.checks:ok",
-              env: dict | None = None) -> None:  # fmt: skip
+              env: dict | None = None, proxied: bool = False,
+              dispatcher_env: dict | None = None) -> None:  # fmt: skip
+        """proxied: every process reaches MySQL and Redis through one proxy each (self.proxies);
+        dispatcher_env: the first dispatcher's own variables (e.g. to reach a server through a proxy)."""
         self.mysql.start()
         self.redis.start()
-        assert init_db(self.settings, apply=False, say=lambda _: None) == 0
+        for admin in self.tables():
+            assert init_db(admin, apply=False, say=lambda _: None, create=True) == 0
+            create_app_user(admin, say=lambda _: None)
+        if proxied:
+            self.settings = self.settings.model_copy(
+                update=self.through(self.proxy("mysql"), self.proxy("redis"))
+            )
         self.conn = self.mysql.connect("recheck")
-        install_audit(self.conn, self.settings)
+        for admin in self.tables():
+            install_audit(self.conn, admin, audit=audit_of(admin))
         self.check = check
         self.worker_env = env or {}
-        for _ in range(dispatchers):
-            self.start_dispatcher()
+        for number in range(dispatchers):
+            self.start_dispatcher(env=dispatcher_env if number == 0 else None)
         for _ in range(workers):
             self.start_worker()
         # Seed once everything runs: due times stay evenly spread over the interval. Rows that
@@ -115,7 +171,9 @@ class Cluster:
         # is checked_at + interval, stay a burst every interval.
         keys, rds = Keys(self.settings.key_prefix), self.redis.client()
         wait_for(lambda: rds.scard(keys.workers) == workers and rds.get(keys.leader), 30, "processes up")
-        seed_rows(self.settings, self.rows)
+        seed_rows(self.admin, self.rows)
+        if self.second is not None:
+            seed_rows(self.second, self.rows // 5)
         wait_for(lambda: self.unchecked() == 0, 30, "the first full cycle")
         self.started_at = time.monotonic()
         self.baseline = scalar(self.conn, "SELECT NOW(3)")
@@ -131,27 +189,61 @@ class Cluster:
         self.workers.append(worker)
         return worker
 
-    def start_dispatcher(self) -> subprocess.Popen:
-        dispatcher = self.procs.start("dispatcher", self.settings)
+    def start_dispatcher(self, env: dict | None = None) -> subprocess.Popen:
+        dispatcher = self.procs.start("dispatcher", self.settings, env=env)
         self.dispatchers.append(dispatcher)
         return dispatcher
+
+    def proxy(self, server: str) -> FaultProxy:
+        """A fault proxy in front of "mysql" or "redis" (closed with the cluster)."""
+        target = {"mysql": self.mysql, "redis": self.redis}[server]
+        self.proxies.append(FaultProxy("127.0.0.1", target.port).start())
+        return self.proxies[-1]
+
+    def through(self, mysql: FaultProxy | None = None, redis: FaultProxy | None = None) -> dict:
+        """Settings (mysql_url, redis_url) that reach the servers through these proxies."""
+        urls = {}
+        if mysql is not None:
+            urls["mysql_url"] = self.settings.mysql_url.replace(f":{self.mysql.port}/", f":{mysql.port}/")
+        if redis is not None:
+            urls["redis_url"] = self.settings.redis_url.replace(f":{self.redis.port}/", f":{redis.port}/")
+        return urls
+
+    def env_through(self, mysql: FaultProxy | None = None, redis: FaultProxy | None = None) -> dict:
+        """The same, as a process's RECHECK_* variables."""
+        return {f"RECHECK_{name.upper()}": url for name, url in self.through(mysql, redis).items()}
+
+    def holder_of(self, processes: list[subprocess.Popen], key: str) -> subprocess.Popen | None:
+        """The process whose id (host-pid-random) is stored at a Redis key, e.g. the leader's."""
+        value = self.redis.client().get(key)
+        pid = int(value.decode().split("-")[-2]) if value else None
+        return next((p for p in processes if p.pid == pid), None)
 
     def live(self, processes: list[subprocess.Popen]) -> list[subprocess.Popen]:
         return [p for p in processes if p.poll() is None]
 
+    def tables(self) -> list[Settings]:
+        """Each workload's (administrator's) settings: its table."""
+        return [self.admin, *([self.second] if self.second else [])]
+
     def unchecked(self) -> int:
-        return scalar(self.conn, "SELECT COUNT(*) FROM user_block_status WHERE check_count = 0")
+        return sum(
+            scalar(self.conn, f"SELECT COUNT(*) FROM `{admin.table}` WHERE check_count = 0")
+            for admin in self.tables()
+        )
 
     def note(self, event: str) -> None:
         self.events.append(f"[{time.monotonic() - self.started_at:5.1f}s] {event}")
 
     # -- faults -----------------------------------------------------------------------------
     def held_by(self, process: subprocess.Popen) -> int:
-        """How many entries a worker process holds right now."""
-        keys = Keys(self.settings.key_prefix)
-        rds = self.redis.client()
-        ids = [w.decode() for w in rds.smembers(keys.workers) if f"-{process.pid}-" in w.decode()]
-        return rds.scard(keys.processing(ids[0])) if ids else 0
+        """How many entries a worker process holds right now, in every workload."""
+        rds, held = self.redis.client(), 0
+        for admin in self.tables():
+            keys = Keys.of(admin)
+            ids = [w.decode() for w in rds.smembers(keys.workers) if f"-{process.pid}-" in w.decode()]
+            held += rds.scard(keys.processing(ids[0])) if ids else 0
+        return held
 
     def kill_worker_mid_batch(self) -> int:
         """kill -9 a random worker that holds a batch right now; returns how many ids it held."""
@@ -172,21 +264,41 @@ class Cluster:
         time.sleep(seconds)
 
     # -- judging ----------------------------------------------------------------------------
-    def finish(self, fault: str, settle_s: float = 3.0, stuck_after_s: float = 3.0) -> Report:
-        """Let things settle, measure stuck rows, stop gracefully, then judge from MySQL."""
+    def finish(self, fault: str, settle_s: float = 3.0, stuck_after_s: float = 3.0,
+               exited: tuple[subprocess.Popen, ...] = ()) -> Report:  # fmt: skip
+        """Let things settle, measure stuck rows, stop gracefully, then judge from MySQL.
+
+        exited: processes the test itself stopped (their exit codes were judged by the test)."""
         self.pause(settle_s)
-        stuck = scalar(
-            self.conn,
-            "SELECT COUNT(*) FROM user_block_status WHERE next_check_at < NOW(3) - INTERVAL %s MICROSECOND",
-            (round(stuck_after_s * 1e6),),
-        )
+        stuck = {admin.table: self._stuck(admin, stuck_after_s) for admin in self.tables()}
         codes = self.procs.stop_all(timeout=30)
-        bad = {pid: code for pid, code in codes.items() if code not in (0, -signal.SIGKILL)}
+        judged = {process.pid for process in exited}
+        bad = {
+            pid: code for pid, code in codes.items() if code not in (0, -signal.SIGKILL) and pid not in judged
+        }
         assert not bad, f"processes exited badly: {bad}\n{self.procs.logs()}"
-        violations = audit_violations(self.conn)
+        reports = [self._judge(fault, admin, stuck[admin.table]) for admin in self.tables()]
+        invocations = sum(len(path.read_text().split()) for path in self.record.glob("*.ids"))
+        first = reports[0]
+        first.invocations = invocations
+        first.duplicates = invocations - sum(report.writes for report in reports)
+        first.events, first.others = self.events, reports[1:]
+        return first
+
+    def _stuck(self, admin: Settings, stuck_after_s: float) -> int:
+        return int(scalar(
+            self.conn,
+            f"SELECT COUNT(*) FROM `{admin.table}` WHERE next_check_at < NOW(3) - INTERVAL %s MICROSECOND",
+            (round(stuck_after_s * 1e6),),
+        ))  # fmt: skip
+
+    def _judge(self, fault: str, admin: Settings, stuck: int) -> Report:
+        """One workload's table, judged from its audit trail alone."""
+        audit, table = audit_of(admin), admin.table
+        violations = audit_violations(self.conn, audit)
         lateness = scalar(
             self.conn,
-            "SELECT COALESCE(MAX(TIMESTAMPDIFF(MICROSECOND, old_due, written_at)), 0) / 1e6 FROM audit "
+            f"SELECT COALESCE(MAX(TIMESTAMPDIFF(MICROSECOND, old_due, written_at)), 0) / 1e6 FROM {audit} "
             "WHERE new_count = old_count + 1 AND old_due >= %s",
             (self.baseline,),
         )
@@ -194,24 +306,27 @@ class Cluster:
             self.conn,
             "SELECT COUNT(*) FROM (SELECT old_due, "
             "LAG(new_due) OVER (PARTITION BY row_id ORDER BY written_at, old_due) AS previous "
-            "FROM audit) AS chain WHERE previous IS NOT NULL AND previous <> old_due",
+            f"FROM {audit}) AS chain WHERE previous IS NOT NULL AND previous <> old_due",
         )
-        writes = scalar(self.conn, "SELECT COALESCE(SUM(check_count), 0) FROM user_block_status")
-        invocations = sum(len(path.read_text().split()) for path in self.record.glob("*.ids"))
+        writes = scalar(self.conn, f"SELECT COALESCE(SUM(check_count), 0) FROM `{table}`")
+        quarantined = scalar(self.conn, f"SELECT COUNT(*) FROM `{table}` WHERE YEAR(next_check_at) = 9999")
+        rows = int(scalar(self.conn, f"SELECT COUNT(*) FROM `{table}`"))
         return Report(
-            fault=fault,
-            rows=self.rows,
+            fault=fault if admin is self.admin else f"  {fault} (workload {admin.workload})",
+            rows=rows,
             writes=int(writes),
             max_lateness_s=float(lateness),
-            stuck_rows=int(stuck),
+            stuck_rows=stuck,
             premature=violations["premature"],
             double=violations["double"],
             broken_chains=int(broken),
-            invocations=invocations,
-            duplicates=invocations - int(writes),
-            events=self.events,
+            invocations=0,
+            duplicates=0,
+            quarantined=int(quarantined),
         )
 
     def close(self) -> None:
+        for proxy in self.proxies:
+            proxy.close()
         self.redis.kill()
         self.mysql.kill()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pymysql
@@ -23,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def recheck(
-    *args: str, settings=None, env: dict | None = None, timeout: float = 60
+    *args: str, settings=None, env: dict | None = None, timeout: float = 60, cwd: Path = REPO
 ) -> subprocess.CompletedProcess:
     environment = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
     if settings is not None:
@@ -33,7 +34,7 @@ def recheck(
     return subprocess.run(
         [sys.executable, "-m", "recheck", *args],
         env=environment,
-        cwd=REPO,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -41,7 +42,7 @@ def recheck(
 
 
 def make_store(settings: Settings) -> Store:
-    return Store(connect_redis(settings), Keys(settings.key_prefix))
+    return Store(connect_redis(settings), Keys.of(settings))
 
 
 def take_lease(settings: Settings, owner: str = TEST_LEADER) -> Lease:
@@ -53,7 +54,9 @@ def take_lease(settings: Settings, owner: str = TEST_LEADER) -> Lease:
 def make_pusher(settings: Settings, owner: str = TEST_LEADER) -> DuePusher:
     """A pusher whose owner holds the leader lease, as the leading dispatcher's does."""
     take_lease(settings, owner)
-    return DuePusher(settings, Database(settings), make_store(settings), owner)
+    pusher = DuePusher(settings, Database(settings), make_store(settings), owner)
+    pusher.learn_keys()  # as a dispatcher does at start (the id column's type, from the table)
+    return pusher
 
 
 def make_dispatcher(settings: Settings, owner: str = TEST_LEADER) -> Dispatcher:
@@ -87,22 +90,24 @@ def scalar(conn: pymysql.connections.Connection, sql: str, args=None):
     return rows[0][0] if rows else None
 
 
-def install_audit(conn: pymysql.connections.Connection, settings: Settings) -> None:
-    """Record every UPDATE of the table: the due time it had, the new one, and when."""
+def install_audit(conn: pymysql.connections.Connection, settings: Settings, audit: str = "audit") -> None:
+    """Record every UPDATE of the table: the due time it had, the new one, and when.
+
+    The key is kept as text (the audit of a table with text or binary keys too)."""
     t, due, count = settings.table, settings.due_column, settings.count_column
     with conn.cursor() as cursor:
         cursor.execute(
-            "CREATE TABLE audit (row_id BIGINT UNSIGNED, old_due DATETIME(3), new_due DATETIME(3), "
+            f"CREATE TABLE {audit} (row_id VARBINARY(1020), old_due DATETIME(3), new_due DATETIME(3), "
             "old_count INT UNSIGNED, new_count INT UNSIGNED, written_at DATETIME(3), KEY (row_id, old_due))"
         )
         cursor.execute(
-            f"CREATE TRIGGER audit_update AFTER UPDATE ON `{t}` FOR EACH ROW "
-            f"INSERT INTO audit VALUES (OLD.`{settings.id_column}`, OLD.`{due}`, NEW.`{due}`, "
+            f"CREATE TRIGGER {audit}_update AFTER UPDATE ON `{t}` FOR EACH ROW "
+            f"INSERT INTO {audit} VALUES (OLD.`{settings.id_column}`, OLD.`{due}`, NEW.`{due}`, "
             f"OLD.`{count}`, NEW.`{count}`, NOW(3))"
         )
 
 
-def audit_violations(conn: pymysql.connections.Connection) -> dict[str, int]:
+def audit_violations(conn: pymysql.connections.Connection, audit: str = "audit") -> dict[str, int]:
     """Writes that break the guarantees, counted from the audit table.
 
     premature: a result written for a due time that had not come yet, i.e. a stale worker
@@ -110,13 +115,26 @@ def audit_violations(conn: pymysql.connections.Connection) -> dict[str, int]:
     double: one (row, due time) written as checked more than once.
     """
     with conn.cursor() as cursor:
-        cursor.execute("SELECT COUNT(*) FROM audit WHERE new_count = old_count + 1 AND written_at < old_due")
+        checked = f"FROM {audit} WHERE new_count = old_count + 1"
+        cursor.execute(f"SELECT COUNT(*) {checked} AND written_at < old_due")
         premature = cursor.fetchone()[0]
         cursor.execute(
-            "SELECT COUNT(*) FROM (SELECT row_id FROM audit WHERE new_count = old_count + 1 "
+            f"SELECT COUNT(*) FROM (SELECT row_id FROM {audit} WHERE new_count = old_count + 1 "
             "GROUP BY row_id, old_due HAVING COUNT(*) > 1) AS d"
         )
         double = cursor.fetchone()[0]
-        cursor.execute("SELECT COUNT(*) FROM audit WHERE new_count = old_count + 1")
+        cursor.execute(f"SELECT COUNT(*) FROM {audit} WHERE new_count = old_count + 1")
         writes = cursor.fetchone()[0]
     return {"premature": premature, "double": double, "writes": writes}
+
+
+def run_in_thread(service) -> threading.Thread:
+    """A service's whole run() (startup, loop, shutdown) in a daemon thread, as a process would."""
+    thread = threading.Thread(target=service.run, daemon=True)
+    thread.start()
+    return thread
+
+
+def workload(settings: Settings, name: str, **values) -> Settings:
+    """Another workload of the same deployment, as the workloads file would make it."""
+    return Settings.model_validate({**settings.model_dump(), "workload": name, **values})

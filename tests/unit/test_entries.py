@@ -38,7 +38,6 @@ def test_entries_before_1970_and_at_the_edges_of_datetime():
         b"1_0:5",  # int() would accept underscores; entries never contain them
         b" 12:5",
         b"12:5 ",
-        b"-12:5",
         b"12:5:6",
         b"12:1e3",
         b"99999999999999999999999:1",  # id beyond BIGINT UNSIGNED
@@ -50,3 +49,12 @@ def test_malformed_entries_are_separated_never_evaluated(raw):
     items, malformed = parse_entries([raw, b"7:1000"])
     assert malformed == [raw]
     assert [item.id for item in items] == [7]
+
+
+def test_negative_ids_of_a_signed_key_round_trip():
+    items, malformed = parse_entries(
+        [b"-5:1000", b"-9223372036854775808:1", b"-9223372036854775809:1", b"--5:1"]
+    )
+    assert [i.id for i in items] == [-5, -(2**63)]
+    assert malformed == [b"-9223372036854775809:1", b"--5:1"]
+    assert make_entry(-5, 1000) == b"-5:1000"

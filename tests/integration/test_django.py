@@ -1,0 +1,84 @@
+"""recheck on a real application's table: Django's auth_user, made by Django's own migrations.
+
+The README's "Pointing recheck at an existing table" followed step by step: `recheck init-db`
+prints the ALTER TABLE, `--apply` applies it (and spreads the existing users' due times); then
+recheck keeps every user fresh while Django creates, updates and deletes users through its ORM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.support.helpers import REPO, install_audit, query, recheck, scalar
+
+pytestmark = pytest.mark.django
+
+# What the README tells a Django user to set (recheck's own column names, no collision).
+DJANGO_ENV = {
+    "RECHECK_TABLE": "auth_user",
+    "RECHECK_ID_COLUMN": "id",
+    "RECHECK_RESULT_COLUMN": "recheck_result",
+    "RECHECK_CHECKED_COLUMN": "recheck_checked_at",
+    "RECHECK_DUE_COLUMN": "recheck_due_at",
+    "RECHECK_COUNT_COLUMN": "recheck_count",
+    "RECHECK_FAIL_COLUMN": "recheck_fails",
+    "RECHECK_ERROR_COLUMN": "recheck_error",
+}
+
+
+def django(settings, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    where = {"DJANGO_DB_NAME": settings.mysql.database, "DJANGO_DB_PORT": str(settings.mysql.port)}
+    env = {**os.environ, **where, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "tests.support.django_site", *args]
+    return subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def test_django_keeps_working_and_recheck_keeps_every_user_fresh(make_settings, sql, procs):
+    settings = make_settings(interval=2.0)
+    migrated = django(settings, "migrate")
+    assert migrated.returncode == 0, migrated.stderr
+    before = django(settings, "churn", "1")  # users made before recheck arrives
+    assert before.returncode == 0, before.stderr
+
+    dry = recheck("init-db", settings=settings, env=DJANGO_ENV)
+    assert dry.returncode == 1 and "ALTER TABLE `auth_user`" in dry.stdout, dry.stdout + dry.stderr
+    applied = recheck("init-db", "--apply", settings=settings, env=DJANGO_ENV)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "spread the due times of" in applied.stdout
+
+    recheck_settings = settings.model_copy(
+        update={k.removeprefix("RECHECK_").lower(): v for k, v in DJANGO_ENV.items()}
+    )
+    install_audit(sql, recheck_settings)
+    procs.start("dispatcher", settings, env=DJANGO_ENV)
+    procs.start("worker", settings, env=DJANGO_ENV)
+    time.sleep(2)
+    started = scalar(sql, "SELECT NOW(3)")
+    churn = django(settings, "churn", "10")  # Django creates, saves and deletes users meanwhile
+    assert churn.returncode == 0, churn.stderr  # the ORM never noticed recheck's columns
+    done = json.loads(churn.stdout)
+    assert done["created"] > 50 and done["updated"] > 10 and done["deleted"] > 5
+    time.sleep(2 * settings.interval + 1)
+
+    users = scalar(sql, "SELECT COUNT(*) FROM auth_user")
+    assert users == done["remaining"]
+    never = scalar(sql, "SELECT COUNT(*) FROM auth_user WHERE recheck_count = 0")
+    assert never == 0  # every user, old and new, was checked
+    late = scalar(
+        sql,
+        "SELECT COALESCE(MAX(TIMESTAMPDIFF(MICROSECOND, old_due, written_at)), 0) / 1e6 FROM audit "
+        "WHERE new_count = old_count + 1 AND old_due >= %s",
+        (started,),
+    )
+    assert float(late) < 1.0, late  # no user was checked late while Django worked
+    status = json.loads(recheck("status", "--json", settings=settings, env=DJANGO_ENV).stdout)
+    assert status["fresh"] and status["overdue_1s"] == 0, status
+    # A Django save() leaves recheck's columns alone: the renamed users kept their counts.
+    renamed = query(sql, "SELECT MIN(recheck_count) FROM auth_user WHERE first_name LIKE 'renamed %%'")
+    assert renamed[0][0] >= 1
