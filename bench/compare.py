@@ -161,6 +161,10 @@ class Run:
         config = self.config
         window = [s for s in self.samples if s["t"] >= config.warmup]
         if config.mode == "drain":
+            # Processes still starting up (nothing checked yet) are not part of the drain rate:
+            # the window opens at the last sample before the first check.
+            started = next((i for i, s in enumerate(window) if s["checked"] > 0), len(window))
+            window = window[max(started - 1, 0) :]
             # A drain measures only while there is a backlog: once 95 % of the rows are done the
             # workers run dry and an average over the idle tail would understate the rate.
             exhausted = next((i for i, s in enumerate(window) if s["checked"] >= 0.95 * config.rows), None)

@@ -15,7 +15,7 @@ from bench.pollcost import run_poll_bench
 def test_every_strategy_drains_and_is_measured(settings, tmp_path):
     said = []
     config = BenchConfig(
-        mode="drain", rows=20_000, workers=2, seconds=2.0, warmup=0.0, interval=10.0,
+        mode="drain", rows=20_000, workers=2, seconds=4.0, warmup=0.0, interval=10.0,
         strategies=ALL_STRATEGIES, check="workers.demo:noop", concurrency=10, batch=200,
         out=tmp_path,
     )  # fmt: skip

@@ -40,7 +40,10 @@ def test_workers_killed_again_and_again_during_batches(clusters):
     report = cluster.finish(f"kill -9 of a random worker mid-batch x{kills}")
     s = cluster.settings
     # Every id a killed worker held is checked again: that many duplicate checks, no more.
-    report.assert_invariants(bound_s=worker_bound(s) + 0.2, max_duplicates=lost_batches)
+    # Lateness: the README's bound plus how late the victim's batch already was when taken: ten
+    # kills in ten seconds leave one worker short most of the time, and each restart's Python
+    # start-up competes for this machine's two cores (seen up to 1 s of queue lag in CI).
+    report.assert_invariants(bound_s=worker_bound(s) + 1.0, max_duplicates=lost_batches)
     assert report.duplicates > 0  # the kills really landed mid-batch
 
 

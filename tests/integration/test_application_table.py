@@ -101,7 +101,9 @@ def test_every_check_failing_is_not_fresh_anywhere(make_settings, make_worker, s
     assert facts["checks_failing"] and not facts["fresh"] and facts["overdue_1s"] == 0
     assert facts["failing_rows"] == 300 and "upstream is down" in facts["last_error"]
     text = recheck("status", settings=settings).stdout
-    assert "NOT FRESH: checks failing: 100%" in text
+    # Failed rows come due again with backoff and no dispatcher runs now, so by this second call
+    # some may be overdue too: the verdict then names both, failing checks always.
+    assert text.count("NOT FRESH:") == 1 and "checks failing: 100%" in text, text
     worker.stop()
     thread.join(10)
 

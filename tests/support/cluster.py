@@ -253,9 +253,12 @@ class Cluster:
             candidates = [(p, n) for p, n in candidates if n]
             return random.choice(candidates) if candidates else None
 
-        victim, held = wait_for(holding, 10, "a worker holding a batch")
+        victim, _ = wait_for(holding, 10, "a worker holding a batch")
         victim.send_signal(signal.SIGKILL)
         victim.wait()
+        # Counted after the kill: between a look and the signal the victim may have written its
+        # batch and taken the next one. Its in-flight sets stay as they are until it is reclaimed.
+        held = self.held_by(victim)
         self.note(f"kill -9 worker pid {victim.pid} holding {held} ids")
         return held
 
