@@ -1,7 +1,10 @@
 """`recheck bench`: recheck and the seed strategies side by side, on the same table and workers.
 
 drain:  N rows all overdue; W workers (plus recheck's dispatcher) check as fast as they can.
+        The floor runs first: W processes writing the rows blind (see bench/strategies.py), so
+        every strategy's MySQL CPU per check is also given as a multiple of it.
 steady: N rows due evenly over interval I; after a warm-up, how late rows are checked.
+floor:  the floor alone (a drain of the floor strategy).
 
 For each strategy the table is rebuilt with the same rows, the processes are started, and every
 second the benchmark samples what each worker reports in its heartbeat (checks, duplicates,
@@ -24,8 +27,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench.procs import cpu_seconds, pids_named
-from bench.strategies import STRATEGIES
+from bench.procs import cpu_seconds, pid_from_file, server_pids
+from bench.strategies import FLOOR, STRATEGIES
 from recheck.seed import seed
 from shared.config import Settings
 from shared.db import Database
@@ -38,6 +41,7 @@ from shared.sql import Queries
 from shared.store import Store
 
 ALL_STRATEGIES = ("recheck", *STRATEGIES)
+KNOWN = (FLOOR, *ALL_STRATEGIES)
 OWNER_CLAIMS = ("update_limit", "last_insert_id")  # strategies that claim by writing an owner column
 OVERDUE_CAP = 100_000  # sampling cost stays O(cap); a figure at the cap means "at least"
 
@@ -74,6 +78,7 @@ class Result:
     overdue_1s_max: int
     overdue_2s_max: int
     cpu_us_per_check: float | None
+    mysql_us_per_check: float | None  # mariadbd's CPU alone
     cpu_seconds: dict[str, float]
     series: list[dict] = field(default_factory=list)
 
@@ -90,6 +95,9 @@ class Run:
         self.db = Database(settings)
         self.queries = Queries(settings)
         self.processes: dict[str, subprocess.Popen] = {}
+        # The servers this run talks to, not every mariadbd and redis-server on the machine.
+        self.mysql_pid = pid_from_file(self.db.scalar("SELECT @@pid_file"))
+        self.redis_pid = int(self.store.client.info("server").get("process_id", 0)) or None
         self.samples: list[dict] = []
         self.ran_dry: float | None = None  # drain: when 95 % of the rows were done
 
@@ -99,6 +107,10 @@ class Run:
         if self.strategy == "recheck":
             roles.append(("dispatcher", [sys.executable, "-m", "dispatcher"]))
             roles += [(f"worker{i}", [sys.executable, "-m", "workers"]) for i in range(self.config.workers)]
+        elif self.strategy == FLOOR:
+            module = [sys.executable, "-m", "bench.strategies", FLOOR, str(self.config.rows)]
+            slices = self.config.workers
+            roles += [(f"worker{i}", [*module, str(i), str(slices)]) for i in range(slices)]
         else:
             module = [sys.executable, "-m", "bench.strategies", self.strategy]
             roles += [(f"worker{i}", module) for i in range(self.config.workers)]
@@ -120,8 +132,8 @@ class Run:
 
     def pids(self) -> dict[str, list[int]]:
         pids = {name: [p.pid] for name, p in self.processes.items()}
-        pids["mariadbd"] = pids_named("mariadbd")
-        pids["redis-server"] = pids_named("redis-server")
+        pids["mariadbd"] = server_pids("mariadbd", self.mysql_pid)
+        pids["redis-server"] = server_pids("redis-server", self.redis_pid)
         return pids
 
     def sample(self, started: float) -> dict:
@@ -209,6 +221,7 @@ class Run:
             overdue_1s_max=max(s["overdue_1s"] for s in window),
             overdue_2s_max=max(s["overdue_2s"] for s in window),
             cpu_us_per_check=round(cpu_total / checks * 1e6, 1) if checks else None,
+            mysql_us_per_check=round(cpu.get("mariadbd", 0.0) / checks * 1e6, 1) if checks else None,
             cpu_seconds=cpu,
             series=series,
         )
@@ -359,10 +372,16 @@ def table(results: list[Result], redis_bytes: float | None) -> str:
     def f(value, fmt: str = "{:,.0f}") -> str:
         return "-" if value is None else fmt.format(value)
 
-    best = max((r.checks_per_second for r in results if r.strategy != "recheck"), default=0)
+    best = max((r.checks_per_second for r in results if r.strategy in STRATEGIES), default=0)
+    floor = next((r.mysql_us_per_check for r in results if r.strategy == FLOOR), None)
+
+    def times_floor(us: float | None) -> str:
+        return f"{us / floor:.2f}x" if floor and us is not None else "-"
+
     lines = [
         f"{'strategy':<15} {'checks/s':>10} {'vs best seed':>12} {'p50 late':>9} {'p99 late':>9} "
-        f"{'max late':>9} {'>1s max':>9} {'>2s max':>9} {'dups':>6} {'deadlocks':>9} {'CPU us/check':>13}",
+        f"{'max late':>9} {'>1s max':>9} {'>2s max':>9} {'dups':>6} {'deadlocks':>9} {'CPU us/check':>13} "
+        f"{'MySQL us':>9} {'MySQL/floor':>11} {'all/floor':>9}",
     ]
     for r in results:
         ratio = f"{r.checks_per_second / best:.1f}x" if best and r.strategy == "recheck" else ""
@@ -370,7 +389,8 @@ def table(results: list[Result], redis_bytes: float | None) -> str:
             f"{r.strategy:<15} {f(r.checks_per_second):>10} {ratio:>12} {f(r.lateness_p50_s, '{:.2f}s'):>9} "
             f"{f(r.lateness_p99_s, '{:.2f}s'):>9} {f(r.lateness_max_s, '{:.2f}s'):>9} "
             f"{f(r.overdue_1s_max):>9} {f(r.overdue_2s_max):>9} {r.duplicates:>6} {r.lock_conflicts:>9} "
-            f"{f(r.cpu_us_per_check, '{:.1f}'):>13}"
+            f"{f(r.cpu_us_per_check, '{:.1f}'):>13} {f(r.mysql_us_per_check, '{:.1f}'):>9} "
+            f"{times_floor(r.mysql_us_per_check):>11} {times_floor(r.cpu_us_per_check):>9}"
         )
     for r in results:
         parts = ", ".join(f"{name} {sec:.1f}s" for name, sec in sorted(r.cpu_seconds.items()) if sec)
@@ -421,8 +441,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(see docs/performance.md).",
     )
     parser.add_argument(
-        "--mode", choices=("drain", "steady", "poll"), default="drain",
-        help="drain: all rows overdue; steady: rows due over --interval; poll: dispatcher cost per poll",
+        "--mode", choices=("drain", "steady", "floor", "poll"), default="drain",
+        help="drain: all rows overdue (the floor first); steady: rows due over --interval; "
+        "floor: the floor alone; poll: dispatcher cost per poll",
     )  # fmt: skip
     parser.add_argument(
         "--sizes", default="1000000,10000000", help="poll: table sizes to measure at (comma-separated)"
@@ -442,8 +463,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--interval", type=positive_float, default=10.0, help="steady: seconds between checks of a row"
     )
     parser.add_argument(
-        "--strategies", default=EVERY_STRATEGY, help=f"comma-separated, from {EVERY_STRATEGY}"
-    )
+        "--strategies", default=None,
+        help=f"comma-separated, from floor,{EVERY_STRATEGY} (default: all of them; steady: no floor)",
+    )  # fmt: skip
     parser.add_argument("--check", default="workers.demo:noop", help="the check every strategy runs")
     parser.add_argument("--concurrency", type=positive_int, default=50, help="per-row checks: rows at once")
     parser.add_argument("--batch", type=positive_int, default=500, help="ids a worker takes at a time")
@@ -458,10 +480,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    strategies = tuple(s.strip() for s in args.strategies.split(",") if s.strip())
-    unknown = [s for s in strategies if s not in ALL_STRATEGIES]
+    default = {"drain": (FLOOR, *ALL_STRATEGIES), "floor": (FLOOR,)}.get(args.mode, ALL_STRATEGIES)
+    strategies = default
+    if args.strategies is not None:
+        strategies = tuple(s.strip() for s in args.strategies.split(",") if s.strip())
+    unknown = [s for s in strategies if s not in KNOWN]
     if unknown or not strategies:
-        print(f"recheck bench: unknown strategies {unknown}; choose from {EVERY_STRATEGY}", file=sys.stderr)
+        choices = f"floor,{EVERY_STRATEGY}"
+        print(f"recheck bench: unknown strategies {unknown}; choose from {choices}", file=sys.stderr)
+        return 2
+    if FLOOR in strategies and args.mode == "steady":
+        print("recheck bench: the floor is measured in drain mode (its rows are written blind, once)",
+              file=sys.stderr)  # fmt: skip
         return 2
     sizes = []
     if args.mode == "poll":
@@ -470,11 +500,11 @@ def main(argv: list[str] | None = None) -> int:
         except (ValueError, argparse.ArgumentTypeError) as error:
             print(f"recheck bench: --sizes {args.sizes!r}: {error}", file=sys.stderr)
             return 2
-    warmup = args.warmup if args.warmup is not None else (5.0 if args.mode == "drain" else 90.0)
+    warmup = args.warmup if args.warmup is not None else (90.0 if args.mode == "steady" else 5.0)
     config = BenchConfig(
-        mode=args.mode, rows=args.rows, workers=args.workers, seconds=args.seconds, warmup=warmup,
-        interval=args.interval, strategies=strategies, check=args.check, concurrency=args.concurrency,
-        batch=args.batch, out=Path(args.out),
+        mode="drain" if args.mode == "floor" else args.mode, rows=args.rows, workers=args.workers,
+        seconds=args.seconds, warmup=warmup, interval=args.interval, strategies=strategies,
+        check=args.check, concurrency=args.concurrency, batch=args.batch, out=Path(args.out),
     )  # fmt: skip
     return launch("bench", lambda settings: bench(settings, config, sizes, args.polls, args.private))
 

@@ -83,3 +83,14 @@ LIMIT 1
 SELECT {id}, TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', {due}) DIV 1000
 FROM {table}
 WHERE {id} = LAST_INSERT_ID()
+
+-- name: bench_floor_write
+-- The floor: the least any design must do per check, one batched primary-key UPDATE of the
+-- due, checked, count and result columns (the due index maintained), with no read, no JSON
+-- and no fence. `recheck bench` reports every strategy's MySQL CPU per check against it.
+UPDATE {table}
+SET {due} = NOW(3) + INTERVAL %(interval_us)s MICROSECOND,
+    {checked} = NOW(3),
+    {count} = {count} + 1,
+    {result} = 'ok'
+WHERE {id} IN %(ids)s

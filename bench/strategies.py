@@ -10,6 +10,10 @@ difference in how rows are claimed:
 - update_limit:   UPDATE ... SET owner = CONNECTION_ID() ... LIMIT n, then SELECT them
 - last_insert_id: UPDATE ... SET id = LAST_INSERT_ID(id) ... LIMIT 1, one row per claim
 
+And the floor (`floor`), not a strategy but the yardstick: each worker writes its own slice of
+ids (`python -m bench.strategies floor SLICE SLICES`) with one batched primary-key UPDATE per
+batch, the least MySQL work any design must do per check. Drain mode only.
+
 `python -m bench.strategies NAME` runs one such worker (crash recovery is out of scope: a
 claimed row of a killed update_limit worker stays claimed, as in the articles without a reaper).
 """
@@ -39,13 +43,14 @@ from workers.writeback import WriteBack
 log = logging.getLogger(__name__)
 
 STRATEGIES = ("for_update", "skip_locked", "update_limit", "last_insert_id")
+FLOOR = "floor"
 
 
 class StrategyWorker(Service):
     role = "bench-worker"
 
     def __init__(self, settings: Settings, strategy: str):
-        if strategy not in STRATEGIES:
+        if strategy not in (*STRATEGIES, FLOOR):
             raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(STRATEGIES)}")
         super().__init__(settings)
         self.strategy = strategy
@@ -150,15 +155,46 @@ class StrategyWorker(Service):
         c.stale += written.stale  # claimed, but someone had written that due time: a duplicate
 
 
+class FloorWorker(StrategyWorker):
+    """Writes ids first..last (its slice of a freshly seeded drain table) in batches, blind."""
+
+    def __init__(self, settings: Settings, first: int, last: int):
+        super().__init__(settings, FLOOR)
+        self.next_id, self.last = first, last
+        self.interval_us = round(settings.interval * 1_000_000)
+
+    def claim_and_write(self) -> float:
+        if self.next_id > self.last:
+            return self.settings.poll_interval  # its slice is done: idle like a drained strategy
+        upto = min(self.next_id + self.settings.worker_batch - 1, self.last)
+        ids = list(range(self.next_id, upto + 1))
+        self.db.execute(self.queries.bench_floor_write, {"interval_us": self.interval_us, "ids": ids})
+        self.next_id = upto + 1
+        self.counters.checked += len(ids)
+        return 0.0
+
+
+def floor_slice(rows: int, index: int, slices: int) -> tuple[int, int]:
+    """Ids of slice `index` of `slices` over ids 1..rows: contiguous, as even as can be."""
+    return rows * index // slices + 1, rows * (index + 1) // slices
+
+
+USAGE = f"usage: python -m bench.strategies {{{','.join(STRATEGIES)}}} | floor ROWS SLICE SLICES"
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 1 or argv[0] not in STRATEGIES:
-        print(f"usage: python -m bench.strategies {{{','.join(STRATEGIES)}}}", file=sys.stderr)
-        return 2
-    return launch(f"bench-{argv[0]}", lambda settings: serve(settings, argv[0]))
+    if argv[:1] == [FLOOR] and len(argv) == 4 and all(a.isdigit() for a in argv[1:]):
+        rows, index, slices = (int(a) for a in argv[1:])
+        if index < slices:
+            first, last = floor_slice(rows, index, slices)
+            return launch("bench-floor", lambda settings: serve(FloorWorker(settings, first, last)))
+    if len(argv) == 1 and argv[0] in STRATEGIES:
+        return launch(f"bench-{argv[0]}", lambda settings: serve(StrategyWorker(settings, argv[0])))
+    print(USAGE, file=sys.stderr)
+    return 2
 
 
-def serve(settings: Settings, strategy: str) -> int:
-    worker = StrategyWorker(settings, strategy)
+def serve(worker: StrategyWorker) -> int:
     worker.install_signal_handlers()
     worker.run()
     return 0

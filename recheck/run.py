@@ -29,7 +29,6 @@ from shared.store import Store
 
 log = logging.getLogger("recheck.run")
 
-LIVE_COUNT_CAP = 100_000  # the live line counts overdue rows up to this many
 BAD_CONFIGURATION = 2  # a child's exit code that a restart cannot fix
 
 
@@ -127,14 +126,14 @@ class Runner:
 
     def live_line(self, watched: list, elapsed: float) -> str:
         """One line: checks/s, queue, overdue rows, failing checks, workers (per workload if several)."""
-        every = [(w, gather(w, db, store, count_rows=False, cap=LIVE_COUNT_CAP)) for w, db, store in watched]
+        every = [(w, gather(w, db, store, count_rows=False, sampled=True)) for w, db, store in watched]
         if elapsed > self.settings.interval + 5:  # after warm-up
             for _, facts in every:
                 self.worst_lateness = max(self.worst_lateness, facts["oldest_lateness_s"])
                 self.worst_overdue = max(self.worst_overdue, facts["overdue_1s"])
         parts = []
         for workload, facts in every:
-            overdue = f"{facts['overdue_1s']:,}" + ("+" if facts["overdue_1s"] >= LIVE_COUNT_CAP else "")
+            overdue = f"{facts['overdue_1s']:,}" + ("+" if facts["overdue_1s"] >= facts["count_cap"] else "")
             failing = ""
             if facts["checks_failing"]:
                 failing = (
@@ -162,7 +161,7 @@ class Runner:
         watched = [(w, Database(w), Store(client, Keys.of(w))) for w in self.workloads]
         for workload, db, store in watched:  # counters are cumulative in Redis: report this run's share
             try:
-                facts = gather(workload, db, store, count_rows=False, cap=1)
+                facts = gather(workload, db, store, count_rows=False, sampled=True)
                 self.counters_at_start[workload.workload] = facts["counters"]
             except (DatabaseDown, *REDIS_DOWN):
                 self.counters_at_start[workload.workload] = {}

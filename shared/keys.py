@@ -36,6 +36,7 @@ class Keys:
         self.dispatch_guard = f"{tag}:guard:dispatch"  # STRING with a TTL
         self.completed = f"{tag}:completed"  # HASH id -> due_ms completed during a guarded pass
         self.errors = f"{tag}:errors"  # HASH normalised error -> JSON {count, first, last, examples}
+        self.freshness = f"{tag}:freshness"  # STRING JSON: the latest freshness sample, with a TTL
 
     def processing(self, worker_id: str) -> str:
         """SET of entries a worker holds; an ack only counts for entries still in it."""

@@ -144,6 +144,20 @@ SELECT COUNT(*) FROM (
     WHERE {due} <= NOW(3) - INTERVAL %(lateness_us)s MICROSECOND
     LIMIT %(cap)s) AS due_rows
 
+-- name: freshness_counts
+-- Rows due now, overdue by more than 1 s and by more than %(interval_us)s, from ONE pass over
+-- the oldest %(cap)s due entries of the due index: each count is exactly min(true count, cap),
+-- since the rows of every overdue class are the oldest due ones. O(cap) whatever the backlog.
+-- NOW(3) is evaluated once per statement (MySQL 8 and MariaDB alike), so the three agree.
+SELECT COUNT(*),
+       COALESCE(SUM({due} <= NOW(3) - INTERVAL 1 SECOND), 0),
+       COALESCE(SUM({due} <= NOW(3) - INTERVAL %(interval_us)s MICROSECOND), 0)
+FROM (
+    SELECT {due} FROM {table}
+    WHERE {due} <= NOW(3)
+    ORDER BY {due}
+    LIMIT %(cap)s) AS due_rows
+
 -- name: oldest_lateness
 -- Seconds the most overdue row is past its due time (negative: nothing is due). One index probe.
 SELECT TIMESTAMPDIFF(MICROSECOND, MIN({due}), NOW(3)) / 1000000 FROM {table}

@@ -5,6 +5,12 @@ fresh row: see shared/failing.py). Every figure sampled again and again is read 
 (due, id) index and capped, or from the workers' heartbeats, so sampling stays cheap on a table
 of millions of rows with a large backlog; the count of failing rows is a capped scan, taken by
 one-shot `recheck status` and at most every few seconds by a Sampler.
+
+Freshness samples cost O(SAMPLED_COUNT_CAP) whatever the backlog: one pass over the oldest due
+index entries gives all three counts, beyond the cap a count reads "N+" and the oldest lateness
+(one index probe) tells how far behind. And one sample a second serves the whole deployment:
+whoever samples first (a dispatcher's monitor, `recheck run`'s live line, `recheck watch`)
+shares it in Redis for SHARE_MS, and the others read it instead of asking MySQL again.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ from shared.sql import Queries
 from shared.store import Store
 
 COUNT_CAP = 1_000_000  # one-shot `recheck status`
-SAMPLED_COUNT_CAP = 100_000  # counts taken every second (dashboard, --watch): O(cap) each
+SAMPLED_COUNT_CAP = 10_000  # counts taken every second (dashboard, live line, watch): O(cap) each
+SHARE_MS = 1000  # how long one freshness sample serves every sampler of a deployment
 SLOW_EVERY = 30.0  # seconds between exact row counts and failing-rows samples in a Sampler
 FAILING_EVERY = 5.0  # ... and between failing-rows samples while checks are failing
 NOT_FRESH = 3  # `recheck status` exit code when rows are overdue or checks failing
@@ -30,27 +37,47 @@ def shown_key(key: int | str | bytes) -> int | str:
     return key.hex() if isinstance(key, bytes | bytearray) else key
 
 
-def _capped(db: Database, queries: Queries, lateness_s: float, cap: int) -> int:
-    return int(db.scalar(queries.count_due, {"lateness_us": round(lateness_s * 1_000_000), "cap": cap}))
+def freshness(settings: Settings, db: Database, queries: Queries, cap: int) -> dict:
+    """Due and overdue counts (each exactly min(true count, cap)) and the oldest lateness."""
+    args = {"interval_us": round(settings.interval * 1_000_000), "cap": cap}
+    (due_now, overdue_1s, overdue_interval), *_ = db.query(queries.freshness_counts, args)
+    oldest = db.scalar(queries.oldest_lateness)
+    return {
+        "due_now": int(due_now),
+        "overdue_1s": int(overdue_1s),
+        "overdue_interval": int(overdue_interval),
+        "count_cap": cap,
+        "oldest_lateness_s": max(float(oldest), 0.0) if oldest is not None else 0.0,
+    }
+
+
+def shared_freshness(settings: Settings, db: Database, store: Store, queries: Queries) -> dict:
+    """The deployment's latest sample if one is under SHARE_MS old, else a new one, shared."""
+    sample = store.shared_sample()
+    if sample is None or sample.get("count_cap") != SAMPLED_COUNT_CAP:
+        sample = freshness(settings, db, queries, SAMPLED_COUNT_CAP)
+        store.share_sample(sample, SHARE_MS)
+    return sample
 
 
 def gather(
-    settings: Settings, db: Database, store: Store, *, count_rows: bool = True, cap: int = COUNT_CAP
+    settings: Settings, db: Database, store: Store, *, count_rows: bool = True, sampled: bool = False
 ) -> dict:
-    """Every fact status shows. count_rows: also the counts that scan the table (rows, failing)."""
+    """Every fact status shows. count_rows: also the counts that scan the table (rows, failing).
+    sampled: taken again and again (counts capped at SAMPLED_COUNT_CAP, the sample shared)."""
     queries = Queries(settings)
-    oldest = db.scalar(queries.oldest_lateness)
+    if sampled:
+        fresh = shared_freshness(settings, db, store, queries)
+    else:
+        fresh = freshness(settings, db, queries, COUNT_CAP)
+    cap = fresh["count_cap"]
     facts: dict = {
         "table": f"{settings.mysql.database}.{settings.table}",
         "mysql": redact_url(settings.mysql_url),
         "redis": redact_url(settings.redis_url),
         "interval_s": settings.interval,
         "rows": int(db.scalar(queries.count_rows)) if count_rows else None,
-        "due_now": _capped(db, queries, 0.0, cap),
-        "overdue_1s": _capped(db, queries, 1.0, cap),
-        "overdue_interval": _capped(db, queries, settings.interval, cap),
-        "count_cap": cap,
-        "oldest_lateness_s": max(float(oldest), 0.0) if oldest is not None else 0.0,
+        **fresh,
         "quarantined": int(db.scalar(queries.count_quarantined)),
     }
     facts["failing_rows"] = int(db.scalar(queries.count_failing, {"cap": cap})) if count_rows else None
@@ -115,7 +142,7 @@ class Sampler:
     def sample(self) -> dict:
         now = time.monotonic()
         slow = now - self._slow_at >= SLOW_EVERY
-        facts = gather(self.settings, self.db, self.store, count_rows=False, cap=self.cap)
+        facts = gather(self.settings, self.db, self.store, count_rows=False, sampled=True)
         if slow:
             self._slow_at = now
             self._rows = int(self.db.scalar(self.queries.count_rows))

@@ -300,6 +300,18 @@ class Store:
     def live_dispatchers(self) -> list[dict]:
         return self.live_heartbeats(self.keys.dispatchers, self.keys.dispatcher_heartbeat)
 
+    def shared_sample(self) -> dict | None:
+        """The freshness sample another process took less than its TTL ago, if any."""
+        raw = self.client.get(self.keys.freshness)
+        try:
+            sample = json.loads(raw) if raw else None
+        except ValueError:
+            return None
+        return sample if isinstance(sample, dict) else None
+
+    def share_sample(self, sample: dict, ttl_ms: int) -> None:
+        self.client.set(self.keys.freshness, json.dumps(sample), px=ttl_ms)
+
     def overview(self) -> Overview:
         k = self.keys
         pipe = self.client.pipeline(transaction=False)

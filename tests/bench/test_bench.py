@@ -10,29 +10,39 @@ import json
 
 from bench.compare import ALL_STRATEGIES, BenchConfig, run_bench
 from bench.pollcost import run_poll_bench
+from bench.strategies import FLOOR, floor_slice
 
 
 def test_every_strategy_drains_and_is_measured(settings, tmp_path):
     said = []
     config = BenchConfig(
         mode="drain", rows=20_000, workers=2, seconds=4.0, warmup=0.0, interval=10.0,
-        strategies=ALL_STRATEGIES, check="workers.demo:noop", concurrency=10, batch=200,
+        strategies=(FLOOR, *ALL_STRATEGIES), check="workers.demo:noop", concurrency=10, batch=200,
         out=tmp_path,
     )  # fmt: skip
     report = run_bench(settings, config, say=said.append)
     results = {r["strategy"]: r for r in report["results"]}
-    assert list(results) == list(ALL_STRATEGIES)
+    assert list(results) == [FLOOR, *ALL_STRATEGIES]
     for name, result in results.items():
         assert result["checks"] > 0, name
         assert result["duplicates"] == 0, name
         assert result["cpu_seconds"]["mariadbd"] > 0, name
         assert result["cpu_us_per_check"] > 0, name
+        assert 0 < result["mysql_us_per_check"] <= result["cpu_us_per_check"], name
     assert "dispatcher" in results["recheck"]["cpu_seconds"]  # the dispatcher's CPU is counted too
     assert 40 < report["redis_bytes_per_queued_id"] < 300
     (written,) = tmp_path.glob("bench-drain-*.json")
-    assert json.loads(written.read_text())["results"][0]["strategy"] == "recheck"
+    assert json.loads(written.read_text())["results"][1]["strategy"] == "recheck"
     table = "\n".join(said)
     assert "vs best seed" in table and "last_insert_id" in table
+    assert "MySQL/floor" in table and "1.00x" in table  # the floor against itself
+
+
+def test_floor_slices_cover_every_id_once():
+    for rows, slices in ((10, 3), (20_000, 2), (7, 7), (1_000_000, 24)):
+        bounds = [floor_slice(rows, i, slices) for i in range(slices)]
+        ids = [i for first, last in bounds for i in range(first, last + 1)]
+        assert ids == list(range(1, rows + 1))
 
 
 def test_steady_mode_reports_lateness(settings, tmp_path):
