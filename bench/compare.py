@@ -1,8 +1,9 @@
 """`recheck bench`: recheck and the seed strategies side by side, on the same table and workers.
 
 drain:  N rows all overdue; W workers (plus recheck's dispatcher) check as fast as they can.
-        The floor runs first: W processes writing the rows blind (see bench/strategies.py), so
-        every strategy's MySQL CPU per check is also given as a multiple of it.
+        The floor runs first: 3 processes writing the rows blind, 2,000 per UPDATE, whatever W
+        and the batch (see bench/strategies.py), and every strategy's MySQL CPU per check is
+        also given as a multiple of the floor's.
 steady: N rows due evenly over interval I; after a warm-up, how late rows are checked.
 floor:  the floor alone (a drain of the floor strategy).
 
@@ -28,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bench.procs import cpu_seconds, pid_from_file, server_pids
-from bench.strategies import FLOOR, STRATEGIES
+from bench.strategies import FLOOR, FLOOR_PROCESSES, STRATEGIES
 from recheck.seed import seed
 from shared.config import Settings
 from shared.db import Database
@@ -109,7 +110,7 @@ class Run:
             roles += [(f"worker{i}", [sys.executable, "-m", "workers"]) for i in range(self.config.workers)]
         elif self.strategy == FLOOR:
             module = [sys.executable, "-m", "bench.strategies", FLOOR, str(self.config.rows)]
-            slices = self.config.workers
+            slices = FLOOR_PROCESSES  # whatever --workers says: the floor has one shape
             roles += [(f"worker{i}", [*module, str(i), str(slices)]) for i in range(slices)]
         else:
             module = [sys.executable, "-m", "bench.strategies", self.strategy]

@@ -10,9 +10,10 @@ difference in how rows are claimed:
 - update_limit:   UPDATE ... SET owner = CONNECTION_ID() ... LIMIT n, then SELECT them
 - last_insert_id: UPDATE ... SET id = LAST_INSERT_ID(id) ... LIMIT 1, one row per claim
 
-And the floor (`floor`), not a strategy but the yardstick: each worker writes its own slice of
-ids (`python -m bench.strategies floor SLICE SLICES`) with one batched primary-key UPDATE per
-batch, the least MySQL work any design must do per check. Drain mode only.
+And the floor (`floor`), not a strategy but the yardstick: FLOOR_PROCESSES workers each write
+their own slice of the ids (`python -m bench.strategies floor ROWS SLICE SLICES`) with one
+primary-key UPDATE per FLOOR_BATCH ids, the least MySQL work any design must do per check, in
+the same shape whatever the other strategies' workers and batch. Drain mode only.
 
 `python -m bench.strategies NAME` runs one such worker (crash recovery is out of scope: a
 claimed row of a killed update_limit worker stays claimed, as in the articles without a reaper).
@@ -44,6 +45,8 @@ log = logging.getLogger(__name__)
 
 STRATEGIES = ("for_update", "skip_locked", "update_limit", "last_insert_id")
 FLOOR = "floor"
+FLOOR_PROCESSES = 3  # the floor's shape is fixed, so that every run's ratios compare
+FLOOR_BATCH = 2000
 
 
 class StrategyWorker(Service):
@@ -166,7 +169,7 @@ class FloorWorker(StrategyWorker):
     def claim_and_write(self) -> float:
         if self.next_id > self.last:
             return self.settings.poll_interval  # its slice is done: idle like a drained strategy
-        upto = min(self.next_id + self.settings.worker_batch - 1, self.last)
+        upto = min(self.next_id + FLOOR_BATCH - 1, self.last)
         ids = list(range(self.next_id, upto + 1))
         self.db.execute(self.queries.bench_floor_write, {"interval_us": self.interval_us, "ids": ids})
         self.next_id = upto + 1

@@ -189,6 +189,10 @@ class Settings(BaseSettings):
     # Batching and backpressure.
     dispatch_batch: Annotated[int, Field(ge=1, le=50_000)] = 2000
     worker_batch: Annotated[int, Field(ge=1, le=10_000)] = 500
+    # Batch checks: a take grows up to this many ids while the queue is deep and checks are
+    # quick, checked in calls of at most worker_batch, written back in one statement
+    # (workers/batchsize.py). At or below worker_batch: one call per take, as before.
+    worker_take_max: Annotated[int, Field(ge=1, le=20_000)] = 4000
     high_water: Annotated[int, Field(ge=1, le=10_000_000)] = 20_000
     poll_interval: Seconds = 0.05
 
@@ -316,7 +320,8 @@ def load_settings(**overrides) -> Settings:
 WORKLOAD_KEYS = (
     "mysql_url", "table", "id_column", "due_column", "checked_column", "result_column", "count_column",
     "fail_column", "error_column", "interval", "interval_column", "min_interval", "max_interval", "check",
-    "check_kind", "check_timeout", "concurrency", "worker_batch", "dispatch_batch", "high_water",
+    "check_kind", "check_timeout", "concurrency", "worker_batch", "worker_take_max",
+    "dispatch_batch", "high_water",
     "retry_base", "retry_max", "max_reclaims", "weight",
 )  # fmt: skip
 

@@ -1,4 +1,8 @@
-"""Batch checks: take a batch, call the check once for all of it, complete it.
+"""Batch checks: take a batch, call the check on it (in slices of RECHECK_WORKER_BATCH), complete it.
+
+How much to take is the TakeSizer's call (workers/batchsize.py): more while the queue is deep
+and checks are quick, so that each write-back statement stays large even when the check's own
+batch size is small.
 
 The check runs in a thread of its own so that a hung check can be abandoned after
 RECHECK_CHECK_TIMEOUT (its rows fail) and a graceful stop is not held up past its deadline.
@@ -13,6 +17,7 @@ import logging
 import time
 
 from shared.entries import Item
+from workers.batchsize import TakeSizer, slices
 from workers.checks import CheckShapeError, Outcome, batch_outcomes, describe_error
 from workers.intake import split
 from workers.loopbase import HUNG_CHECKS_LIMIT, CheckLoop
@@ -26,6 +31,7 @@ class BatchLoop(CheckLoop):
     def __init__(self, *parts, turns: Turns | None = None) -> None:
         super().__init__(*parts)
         self.turns = turns or Turns()
+        self.sizer = TakeSizer(self.settings.worker_batch, self.settings.worker_take_max)
         self._executor = DaemonPool(1)
         self._hung = 0
 
@@ -43,9 +49,12 @@ class BatchLoop(CheckLoop):
         """Take a batch and finish it, in this workload's turn; False if nothing was due."""
         settings = self.settings
         with self.turns.turn(settings.workload, settings.weight) as turn:
-            entries = self.intake.take(settings.worker_batch)
+            asked = self.sizer.size
+            entries = self.intake.take(asked)
             if entries:
+                started = time.monotonic()
                 self.process(entries)
+                self.sizer.observe(asked, len(entries), time.monotonic() - started)
                 turn.rows = len(entries)
         return bool(entries)
 
@@ -58,7 +67,18 @@ class BatchLoop(CheckLoop):
         self.completer.complete(items, outcomes, malformed)
 
     def run_check(self, items: list[Item]) -> list[Outcome] | None:
-        """Outcomes for each item; None if a graceful stop ran out of time first."""
+        """Outcomes for each item, the check called on slices of at most RECHECK_WORKER_BATCH;
+        None if a graceful stop ran out of time first."""
+        outcomes: list[Outcome] = []
+        for part in slices(len(items), self.settings.worker_batch):
+            done = self.check_slice(items[part.start : part.stop])
+            if done is None:
+                return None
+            outcomes += done
+        return outcomes
+
+    def check_slice(self, items: list[Item]) -> list[Outcome] | None:
+        """Outcomes of one call of the check; None if a graceful stop ran out of time first."""
         ids = [item.id for item in items]
         given = list(ids)  # the check's own copy: it may sort or change it, ours stays as it was
         future = self._executor.submit(self.check, given)

@@ -56,8 +56,10 @@ class Lane:
     def describe(self) -> str:
         """`batch check acme.checks:blocked, batch 500` (and the concurrency of per-row checks)."""
         s = self.settings
-        concurrency = f", concurrency {s.concurrency}" if self.kind == "row" else ""
-        return f"{self.kind} check {self.check_name}, batch {s.worker_batch}{concurrency}"
+        if self.kind == "row":
+            return f"row check {self.check_name}, batch {s.worker_batch}, concurrency {s.concurrency}"
+        takes = f", takes up to {s.worker_take_max}" if s.worker_take_max > s.worker_batch else ""
+        return f"batch check {self.check_name}, batch {s.worker_batch}{takes}"
 
     def startup(self) -> None:
         require_table(self.settings, self.db)
