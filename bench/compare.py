@@ -60,6 +60,11 @@ class BenchConfig:
     concurrency: int
     batch: int
     out: Path
+    consumers: int = 0  # N > 0: N claimers over the W processes (threads, or recheck's concurrency)
+
+    def per_process(self) -> int:
+        """Consumers in each of the W processes (ceiling), 1 without --consumers."""
+        return -(-self.consumers // self.workers) if self.consumers else 1
 
 
 @dataclass
@@ -80,6 +85,10 @@ class Result:
     overdue_2s_max: int
     cpu_us_per_check: float | None
     mysql_us_per_check: float | None  # mariadbd's CPU alone
+    mysql_connections_max: int  # open connections to the server, the sampler's own not counted
+    row_lock_waits: int  # InnoDB row lock waits during the window
+    history_length_max: int  # InnoDB history list length (undo kept by open transactions)
+    take_mean: float | None  # recheck: the workers' take size, averaged over the window's samples
     cpu_seconds: dict[str, float]
     series: list[dict] = field(default_factory=list)
 
@@ -95,15 +104,20 @@ class Run:
         self.store = store_for(settings)
         self.db = Database(settings)
         self.queries = Queries(settings)
+        self.bench_queries = Queries(settings, "bench")
         self.processes: dict[str, subprocess.Popen] = {}
         # The servers this run talks to, not every mariadbd and redis-server on the machine.
         self.mysql_pid = pid_from_file(self.db.scalar("SELECT @@pid_file"))
         self.redis_pid = int(self.store.client.info("server").get("process_id", 0)) or None
         self.samples: list[dict] = []
         self.ran_dry: float | None = None  # drain: when 95 % of the rows were done
+        self.warmup_skipped = False  # drain: over too soon to leave out a warm-up
 
     def start(self) -> None:
         env = {**os.environ, **self.settings.env_overrides()}
+        consumers = self.config.per_process()
+        if self.config.consumers:
+            env["RECHECK_CONCURRENCY"] = str(consumers)  # recheck's per-row checks, per process
         roles = []
         if self.strategy == "recheck":
             roles.append(("dispatcher", [sys.executable, "-m", "dispatcher"]))
@@ -113,7 +127,7 @@ class Run:
             slices = FLOOR_PROCESSES  # whatever --workers says: the floor has one shape
             roles += [(f"worker{i}", [*module, str(i), str(slices)]) for i in range(slices)]
         else:
-            module = [sys.executable, "-m", "bench.strategies", self.strategy]
+            module = [sys.executable, "-m", "bench.strategies", self.strategy, str(consumers)]
             roles += [(f"worker{i}", module) for i in range(self.config.workers)]
         for name, command in roles:
             with open(self.log_dir / f"{self.strategy}-{name}.log", "wb") as log:
@@ -156,8 +170,14 @@ class Run:
                         self.queries.count_due, {"lateness_us": round(lateness * 1e6), "cap": OVERDUE_CAP}
                     )
                 )
+        server = {name: int(value) for name, value in self.db.query(self.bench_queries.bench_server_status)}
+        history = self.db.scalar(self.bench_queries.bench_history_length)
         point = {
             "t": round(time.monotonic() - started, 3),
+            "connections": server.get("Threads_connected", 1) - 1,  # not the sampler's own
+            "row_lock_waits": server.get("Innodb_row_lock_waits", 0),
+            "history_length": int(history or 0),
+            "takes": [int(w["take"]) for w in workers if "take" in w],  # recheck: ids per take now
             "checked": sum(int(w.get("checked", 0)) for w in workers),
             "duplicates": sum(int(w.get("stale", 0)) for w in workers),
             "conflicts": sum(int(w.get("conflicts", 0)) for w in workers),
@@ -170,9 +190,18 @@ class Run:
         self.samples.append(point)
         return point
 
+    def _dry_within(self, window: list[dict], samples: int) -> bool:
+        """Whether 95 % of the rows were done within the first `samples` samples of the window."""
+        return any(s["checked"] >= 0.95 * self.config.rows for s in window[:samples])
+
     def summary(self) -> Result:
         config = self.config
         window = [s for s in self.samples if s["t"] >= config.warmup]
+        if config.mode == "drain" and self._dry_within(window, 3):
+            # A fast drain (the floor, usually) would be over within the warm-up and measured on
+            # a sample or two: measure it from its first check instead, and say so.
+            window = list(self.samples)
+            self.warmup_skipped = True
         if config.mode == "drain":
             # Processes still starting up (nothing checked yet) are not part of the drain rate:
             # the window opens at the last sample before the first check.
@@ -205,6 +234,7 @@ class Run:
                     "overdue_2s": point["overdue_2s"],
                 }
             )
+        takes = [take for s in window for take in s["takes"]]
         late_max = max((s["lateness_max"] for s in window[1:]), default=None) if steady else None
         return Result(
             strategy=self.strategy,
@@ -223,6 +253,10 @@ class Run:
             overdue_2s_max=max(s["overdue_2s"] for s in window),
             cpu_us_per_check=round(cpu_total / checks * 1e6, 1) if checks else None,
             mysql_us_per_check=round(cpu.get("mariadbd", 0.0) / checks * 1e6, 1) if checks else None,
+            mysql_connections_max=max(s["connections"] for s in window),
+            row_lock_waits=last["row_lock_waits"] - first["row_lock_waits"],
+            history_length_max=max(s["history_length"] for s in window),
+            take_mean=round(sum(takes) / len(takes), 1) if takes else None,
             cpu_seconds=cpu,
             series=series,
         )
@@ -291,7 +325,8 @@ def run_bench(settings: Settings, config: BenchConfig, say=print) -> dict:
     keep_logs = False
     results: list[Result] = []
     for strategy in config.strategies:
-        say(f"{strategy}: {config.mode}, {config.rows:,} rows, {config.workers} workers, "
+        consumers = f" x {config.per_process()} consumers" if config.consumers else ""
+        say(f"{strategy}: {config.mode}, {config.rows:,} rows, {config.workers} workers{consumers}, "
             f"{config.warmup:g} s warm-up + {config.seconds:g} s")  # fmt: skip
         prepare(settings, config, strategy, say)
         run = Run(settings, config, strategy, log_dir)
@@ -313,6 +348,8 @@ def run_bench(settings: Settings, config: BenchConfig, say=print) -> dict:
             say(f"  processes exited badly {crashed}; logs kept in {log_dir}")
         result = run.summary()
         results.append(result)
+        if run.warmup_skipped:
+            say("  drained within the warm-up: measured from the first check instead")
         if run.ran_dry is not None and not result.checks:
             say("  the backlog ran dry during the warm-up: nothing measured (more --rows, or less --warmup)")
         elif run.ran_dry is not None:
@@ -382,7 +419,8 @@ def table(results: list[Result], redis_bytes: float | None) -> str:
     lines = [
         f"{'strategy':<15} {'checks/s':>10} {'vs best seed':>12} {'p50 late':>9} {'p99 late':>9} "
         f"{'max late':>9} {'>1s max':>9} {'>2s max':>9} {'dups':>6} {'deadlocks':>9} {'CPU us/check':>13} "
-        f"{'MySQL us':>9} {'MySQL/floor':>11} {'all/floor':>9}",
+        f"{'MySQL us':>9} {'MySQL/floor':>11} {'all/floor':>9} {'conns':>6} {'lock waits':>10} "
+        f"{'history':>8}",
     ]
     for r in results:
         ratio = f"{r.checks_per_second / best:.1f}x" if best and r.strategy == "recheck" else ""
@@ -391,8 +429,12 @@ def table(results: list[Result], redis_bytes: float | None) -> str:
             f"{f(r.lateness_p99_s, '{:.2f}s'):>9} {f(r.lateness_max_s, '{:.2f}s'):>9} "
             f"{f(r.overdue_1s_max):>9} {f(r.overdue_2s_max):>9} {r.duplicates:>6} {r.lock_conflicts:>9} "
             f"{f(r.cpu_us_per_check, '{:.1f}'):>13} {f(r.mysql_us_per_check, '{:.1f}'):>9} "
-            f"{times_floor(r.mysql_us_per_check):>11} {times_floor(r.cpu_us_per_check):>9}"
+            f"{times_floor(r.mysql_us_per_check):>11} {times_floor(r.cpu_us_per_check):>9} "
+            f"{r.mysql_connections_max:>6} {r.row_lock_waits:>10,} {r.history_length_max:>8,}"
         )
+    for r in results:
+        if r.take_mean is not None:
+            lines.append(f"  {r.strategy}: workers took {r.take_mean:,.0f} ids at a time on average")
     for r in results:
         parts = ", ".join(f"{name} {sec:.1f}s" for name, sec in sorted(r.cpu_seconds.items()) if sec)
         lines.append(f"  CPU {r.strategy}: {parts}")
@@ -470,6 +512,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--check", default="workers.demo:noop", help="the check every strategy runs")
     parser.add_argument("--concurrency", type=positive_int, default=50, help="per-row checks: rows at once")
     parser.add_argument("--batch", type=positive_int, default=500, help="ids a worker takes at a time")
+    parser.add_argument(
+        "--consumers", type=int, default=0,
+        help="N concurrent claimers spread over the --workers processes: recheck's per-row "
+        "concurrency, or each seed strategy's threads (one MySQL connection each)",
+    )  # fmt: skip
     parser.add_argument("--out", default="bench-results", help="where JSON and PNG go")
     parser.add_argument(
         "--private",
@@ -506,6 +553,7 @@ def main(argv: list[str] | None = None) -> int:
         mode="drain" if args.mode == "floor" else args.mode, rows=args.rows, workers=args.workers,
         seconds=args.seconds, warmup=warmup, interval=args.interval, strategies=strategies,
         check=args.check, concurrency=args.concurrency, batch=args.batch, out=Path(args.out),
+        consumers=max(args.consumers, 0),
     )  # fmt: skip
     return launch("bench", lambda settings: bench(settings, config, sizes, args.polls, args.private))
 

@@ -94,3 +94,12 @@ SET {due} = NOW(3) + INTERVAL %(interval_us)s MICROSECOND,
     {count} = {count} + 1,
     {result} = 'ok'
 WHERE {id} IN %(ids)s
+
+-- name: bench_server_status
+-- Connections open now and row lock waits so far, server-wide (MySQL and MariaDB alike).
+SHOW GLOBAL STATUS WHERE Variable_name IN ('Threads_connected', 'Innodb_row_lock_waits')
+
+-- name: bench_history_length
+-- InnoDB's history list length: undo records a long transaction keeps from being purged
+-- (INNODB_METRICS's trx_rseg_history_len, enabled by default on MySQL 8 and MariaDB).
+SELECT `count` FROM information_schema.INNODB_METRICS WHERE name = 'trx_rseg_history_len'

@@ -15,13 +15,18 @@ their own slice of the ids (`python -m bench.strategies floor ROWS SLICE SLICES`
 primary-key UPDATE per FLOOR_BATCH ids, the least MySQL work any design must do per check, in
 the same shape whatever the other strategies' workers and batch. Drain mode only.
 
-`python -m bench.strategies NAME` runs one such worker (crash recovery is out of scope: a
-claimed row of a killed update_limit worker stays claimed, as in the articles without a reaper).
+`python -m bench.strategies NAME [CONSUMERS]` runs one such worker process with CONSUMERS
+claiming threads (`recheck bench --consumers N`), each on a MySQL connection of its own and
+holding what it claimed while the check runs, as the articles' consumers do. A per-row check is
+called row after row within a claim. Crash recovery is out of scope: a claimed row of a killed
+update_limit worker stays claimed, as in the articles without a reaper.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
 import logging
 import sys
 import threading
@@ -29,7 +34,7 @@ import threading
 import pymysql
 
 from shared.config import Settings
-from shared.db import RETRYABLE
+from shared.db import RETRYABLE, Database
 from shared.entries import Item, make_entry
 from shared.launch import launch
 from shared.loop import Service
@@ -37,7 +42,7 @@ from shared.metrics import worker_metrics
 from shared.presence import Presence
 from shared.redisconn import REDIS_DOWN
 from shared.sql import Queries
-from workers.checks import batch_outcomes, load_check
+from workers.checks import Outcome, batch_outcomes, check_kind, load_check, outcome_of
 from workers.completer import Counters
 from workers.writeback import WriteBack
 
@@ -50,29 +55,38 @@ FLOOR_BATCH = 2000
 
 
 class StrategyWorker(Service):
+    """One process of a strategy: `consumers` claimers, each a thread with a MySQL connection of
+    its own (the articles' consumers), sharing one heartbeat."""
+
     role = "bench-worker"
 
-    def __init__(self, settings: Settings, strategy: str):
+    def __init__(self, settings: Settings, strategy: str, consumers: int = 1):
         if strategy not in (*STRATEGIES, FLOOR):
             raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(STRATEGIES)}")
         super().__init__(settings)
         self.strategy = strategy
         self.queries = Queries(settings, "bench")
-        self.writeback = WriteBack(settings, self.db)
         self.check = load_check(settings.check)
+        self.kind = check_kind(self.check, settings.check_kind)
         self.counters = Counters()
         self.metrics = worker_metrics()
         self.lateness_max = 0.0
         self.conflicts = 0  # deadlocks and lock wait timeouts, retried
+        self.lock = threading.Lock()  # consumers share the counters and the histogram
+        self.claimers = [Claimer(self, self.db)]
+        self.claimers += [Claimer(self, Database(settings)) for _ in range(consumers - 1)]
         self.presence = Presence(
             self.store, self.keys.heartbeat(self.id), self.keys.workers, self.id, settings.heartbeat_ttl
         )
         self._beating = threading.Event()
 
     def startup(self) -> None:
-        self.writeback.learn_table()
+        for claimer in self.claimers:
+            claimer.writeback.learn_table()
         self.beat()
         threading.Thread(target=self._heartbeat_loop, daemon=True).start()
+        for claimer in self.claimers[1:]:
+            threading.Thread(target=self._consume, args=(claimer,), daemon=True).start()
 
     def beat(self) -> None:
         c = self.counters
@@ -96,26 +110,71 @@ class StrategyWorker(Service):
             with contextlib.suppress(*REDIS_DOWN):
                 self.beat()
 
+    def _consume(self, claimer: Claimer) -> None:
+        """A consumer thread besides the main loop's: claim, check, write, until the stop."""
+        while not self.stopping:
+            try:
+                pause = claimer.poll()
+            except Exception as error:  # a benchmark consumer: log, back off, go on
+                log.warning("consumer: %s: %s", type(error).__name__, error)
+                pause = 1.0
+            if pause:
+                self.wait(pause)
+
     def shutdown(self) -> None:
         self._beating.set()
         with contextlib.suppress(*REDIS_DOWN):
             self.presence.withdraw()
 
-    # -- claiming --------------------------------------------------------------------------
+    def poll(self) -> float:
+        return self.claimers[0].poll()
+
+    def outcomes(self, ids: list) -> list[Outcome]:
+        """The check's outcomes; a per-row check is called row after row, as one consumer would."""
+        if self.kind != "row":
+            return batch_outcomes(ids, self.check(list(ids)))
+        if inspect.iscoroutinefunction(self.check):
+            return [outcome_of(asyncio.run(self.check(i))) for i in ids]
+        return [outcome_of(self.check(i)) for i in ids]
+
+    def record(self, items: list[Item], written, now_ms: int) -> None:
+        lateness = [(now_ms - item.due_ms) / 1000 for item in items]
+        with self.lock:
+            self.metrics.lateness.observe_many(lateness)
+            self.lateness_max = max(self.lateness_max, max(lateness))
+            c = self.counters
+            c.checked += written.succeeded
+            c.failed += written.failed
+            c.stale += written.stale  # claimed, but someone had written that due time: a duplicate
+
+
+class Claimer:
+    """One consumer: claims due rows its strategy's way on its own connection, checks, writes."""
+
+    def __init__(self, worker: StrategyWorker, db: Database):
+        self.worker = worker
+        self.db = db
+        self.strategy = worker.strategy
+        self.queries = worker.queries
+        self.settings = worker.settings
+        self.writeback = WriteBack(worker.settings, db)
+
     def poll(self) -> float:
         try:
             return self.claim_and_write()
         except pymysql.err.OperationalError as error:
             if error.args and error.args[0] in RETRYABLE:  # deadlock or lock wait timeout: retry
                 self.db.rollback()
-                self.conflicts += 1
+                with self.worker.lock:
+                    self.worker.conflicts += 1
                 return 0.0
             raise
 
     def claim_and_write(self) -> float:
         conn = self.db.conn
         if self.strategy in ("for_update", "skip_locked"):
-            # The claim's locks are held until COMMIT, so the write happens inside the transaction.
+            # The claim's locks are held until COMMIT: the check and the write happen inside the
+            # transaction, as in the articles (and the transaction stays open while checks run).
             claim = self.queries.bench_claim_for_update
             if self.strategy == "skip_locked":
                 claim = self.queries.bench_claim_skip_locked
@@ -146,16 +205,9 @@ class StrategyWorker(Service):
         return [Item(make_entry(row_id, due_ms), row_id, due_ms) for row_id, due_ms in rows]
 
     def write(self, items: list[Item]) -> None:
-        outcomes = batch_outcomes([item.id for item in items], self.check([item.id for item in items]))
+        outcomes = self.worker.outcomes([item.id for item in items])
         written = self.writeback.write(items, outcomes)
-        now_ms = self.writeback.db_now_ms()
-        lateness = [(now_ms - item.due_ms) / 1000 for item in items]
-        self.metrics.lateness.observe_many(lateness)
-        self.lateness_max = max(self.lateness_max, max(lateness))
-        c = self.counters
-        c.checked += written.succeeded
-        c.failed += written.failed
-        c.stale += written.stale  # claimed, but someone had written that due time: a duplicate
+        self.worker.record(items, written, self.writeback.db_now_ms())
 
 
 class FloorWorker(StrategyWorker):
@@ -166,7 +218,7 @@ class FloorWorker(StrategyWorker):
         self.next_id, self.last = first, last
         self.interval_us = round(settings.interval * 1_000_000)
 
-    def claim_and_write(self) -> float:
+    def poll(self) -> float:
         if self.next_id > self.last:
             return self.settings.poll_interval  # its slice is done: idle like a drained strategy
         upto = min(self.next_id + FLOOR_BATCH - 1, self.last)
@@ -182,7 +234,7 @@ def floor_slice(rows: int, index: int, slices: int) -> tuple[int, int]:
     return rows * index // slices + 1, rows * (index + 1) // slices
 
 
-USAGE = f"usage: python -m bench.strategies {{{','.join(STRATEGIES)}}} | floor ROWS SLICE SLICES"
+USAGE = f"usage: python -m bench.strategies {{{','.join(STRATEGIES)}}} [CONSUMERS] | floor ROWS SLICE SLICES"
 
 
 def main(argv: list[str]) -> int:
@@ -191,8 +243,11 @@ def main(argv: list[str]) -> int:
         if index < slices:
             first, last = floor_slice(rows, index, slices)
             return launch("bench-floor", lambda settings: serve(FloorWorker(settings, first, last)))
-    if len(argv) == 1 and argv[0] in STRATEGIES:
-        return launch(f"bench-{argv[0]}", lambda settings: serve(StrategyWorker(settings, argv[0])))
+    if len(argv) in (1, 2) and argv[0] in STRATEGIES and (argv[1:] or ["1"])[0].isdigit():
+        strategy, consumers = argv[0], max(int((argv[1:] or ["1"])[0]), 1)
+        return launch(
+            f"bench-{strategy}", lambda settings: serve(StrategyWorker(settings, strategy, consumers))
+        )
     print(USAGE, file=sys.stderr)
     return 2
 

@@ -34,6 +34,7 @@ class BatchLoop(CheckLoop):
         self.sizer = TakeSizer(self.settings.worker_batch, self.settings.worker_take_max)
         self._executor = DaemonPool(1)
         self._hung = 0
+        self.check_seconds = 0.0  # the last take's checks, all slices (wall time)
 
     def poll(self) -> float:
         self.ready_to_write()
@@ -52,15 +53,16 @@ class BatchLoop(CheckLoop):
             asked = self.sizer.size
             entries = self.intake.take(asked)
             if entries:
-                started = time.monotonic()
                 self.process(entries)
-                self.sizer.observe(asked, len(entries), time.monotonic() - started)
+                self.sizer.observe(asked, len(entries), self.check_seconds)
                 turn.rows = len(entries)
         return bool(entries)
 
     def process(self, entries: list[bytes]) -> None:
         items, malformed = split(entries, self.completer.writeback.keys)
+        started = time.monotonic()
         outcomes = self.run_check(items) if items else []
+        self.check_seconds = time.monotonic() - started
         if outcomes is None:  # stop deadline passed while the check ran: nothing was done
             self.completer.give_back([item.entry for item in items], malformed)
             return

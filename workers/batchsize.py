@@ -5,14 +5,14 @@ MySQL's cost per check falls with the rows per write-back statement (measured: o
 their check (often an API's limit), not for MySQL. So a worker takes up to RECHECK_WORKER_TAKE_MAX
 ids at once, calls the check on them in slices of at most RECHECK_WORKER_BATCH, and writes all
 the outcomes back in one statement. The take doubles while takes come back full (the queue is
-deep) and a take is checked and written quickly (so a bigger take adds little lateness and little
-to redo if the worker dies); it halves back toward RECHECK_WORKER_BATCH as soon as a take is
-slow or comes back less than half full. Pure logic: no I/O.
+deep) and its checks answer quickly (so a bigger take adds little lateness and little to redo if
+the worker dies); it halves back toward RECHECK_WORKER_BATCH as soon as the checks are slow or a
+take comes back less than half full. Pure logic: no I/O.
 """
 
 from __future__ import annotations
 
-QUICK_TAKE_S = 0.2  # a take checked and written within this may grow
+QUICK_TAKE_S = 0.2  # a take whose checks (all its slices) took less than this may grow
 
 
 class TakeSizer:
@@ -23,7 +23,7 @@ class TakeSizer:
         self.size = base
 
     def observe(self, asked: int, got: int, check_s: float) -> None:
-        """What the last take asked for and got, and how long checking and writing it took."""
+        """What the last take asked for and got, and how long its checks took."""
         if got >= asked and check_s < self.quick_s:
             self.size = min(self.size * 2, self.ceiling)
         elif got * 2 < asked or check_s >= 2 * self.quick_s:

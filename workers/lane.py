@@ -89,6 +89,7 @@ class Lane:
                 "failed": c.failed,
                 "stale": c.stale,
                 "rate": round(c.rate(), 1),
+                "take": self.batch.sizer.size if self.batch is not None else self.settings.worker_batch,
                 "lateness_buckets": lateness,  # counts per SECONDS_BUCKETS bucket since start
                 "lateness_max": round(self.completer.take_lateness_max(), 4),  # since the last beat
                 "recent_checked": recent.checked,  # the last minute's, for "checks failing"

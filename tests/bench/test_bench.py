@@ -45,6 +45,23 @@ def test_floor_slices_cover_every_id_once():
         assert ids == list(range(1, rows + 1))
 
 
+def test_consumers_hold_connections_and_per_row_checks_run_in_every_strategy(settings, tmp_path):
+    """--consumers 6 over 2 processes: 3 claiming threads each, one MySQL connection each, holding
+    their claim while a 50 ms per-row check runs; recheck runs the same check 3 at a time."""
+    config = BenchConfig(
+        mode="drain", rows=3000, workers=2, seconds=4.0, warmup=0.0, interval=10.0,
+        strategies=("skip_locked", "recheck"), check="workers.demo:sleepy", concurrency=1, batch=1,
+        out=tmp_path, consumers=6,
+    )  # fmt: skip
+    results = {r["strategy"]: r for r in run_bench(settings, config, say=lambda _: None)["results"]}
+    for name, result in results.items():
+        assert result["checks"] > 0 and result["duplicates"] == 0, name
+        assert result["row_lock_waits"] >= 0 and result["history_length_max"] >= 0, name
+    # 6 consumers at 20 checks/s each at the very most (a 50 ms check, one row at a time).
+    assert results["skip_locked"]["checks_per_second"] <= 6 * 20 * 1.1
+    assert results["skip_locked"]["mysql_connections_max"] >= 6
+
+
 def test_steady_mode_reports_lateness(settings, tmp_path):
     config = BenchConfig(
         mode="steady", rows=2000, workers=1, seconds=3.0, warmup=2.0, interval=1.0,
