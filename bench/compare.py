@@ -118,6 +118,9 @@ class Run:
         consumers = self.config.per_process()
         if self.config.consumers:
             env["RECHECK_CONCURRENCY"] = str(consumers)  # recheck's per-row checks, per process
+            # --batch is what one seed consumer claims at a time (the articles: one job); recheck
+            # takes ids from Redis in batches by design, so it keeps its default take.
+            env["RECHECK_WORKER_BATCH"] = str(Settings.model_fields["worker_batch"].default)
         roles = []
         if self.strategy == "recheck":
             roles.append(("dispatcher", [sys.executable, "-m", "dispatcher"]))
