@@ -116,7 +116,7 @@ class Run:
     def start(self) -> None:
         env = {**os.environ, **self.settings.env_overrides()}
         consumers = self.config.per_process()
-        if self.config.consumers:
+        if self.config.consumers and self.strategy == "recheck":
             env["RECHECK_CONCURRENCY"] = str(consumers)  # recheck's per-row checks, per process
             # --batch is what one seed consumer claims at a time (the articles: one job); recheck
             # takes ids from Redis in batches by design, so it keeps its default take.
