@@ -103,11 +103,10 @@ class Run:
         self.log_dir = log_dir
         self.store = store_for(settings)
         self.db = Database(settings)
-        self.queries = Queries(settings)
-        self.bench_queries = Queries(settings, "bench")
+        self.queries = Queries(settings, "bench")
         self.processes: dict[str, subprocess.Popen] = {}
         # The servers this run talks to, not every mariadbd and redis-server on the machine.
-        self.mysql_pid = pid_from_file(self.db.scalar("SELECT @@pid_file"))
+        self.mysql_pid = pid_from_file(self.db.scalar(self.queries.bench_pid_file))
         self.redis_pid = int(self.store.client.info("server").get("process_id", 0)) or None
         self.samples: list[dict] = []
         self.ran_dry: float | None = None  # drain: when 95 % of the rows were done
@@ -170,11 +169,12 @@ class Run:
             for label, lateness in (("1s", 1.0), ("2s", 2.0)):
                 overdue[label] = int(
                     self.db.scalar(
-                        self.queries.count_due, {"lateness_us": round(lateness * 1e6), "cap": OVERDUE_CAP}
+                        self.queries.bench_count_due,
+                        {"lateness_us": round(lateness * 1e6), "cap": OVERDUE_CAP},
                     )
                 )
-        server = {name: int(value) for name, value in self.db.query(self.bench_queries.bench_server_status)}
-        history = self.db.scalar(self.bench_queries.bench_history_length)
+        server = {name: int(value) for name, value in self.db.query(self.queries.bench_server_status)}
+        history = self.db.scalar(self.queries.bench_history_length)
         point = {
             "t": round(time.monotonic() - started, 3),
             "connections": server.get("Threads_connected", 1) - 1,  # not the sampler's own

@@ -103,3 +103,16 @@ SHOW GLOBAL STATUS WHERE Variable_name IN ('Threads_connected', 'Innodb_row_lock
 -- InnoDB's history list length: undo records a long transaction keeps from being purged
 -- (INNODB_METRICS's trx_rseg_history_len, enabled by default on MySQL 8 and MariaDB).
 SELECT `count` FROM information_schema.INNODB_METRICS WHERE name = 'trx_rseg_history_len'
+
+-- name: bench_count_due
+-- Rows due at least %(lateness_us)s ago, counted through the index and capped so that the
+-- benchmark's once-a-second sample costs O(cap) even with a huge backlog. Quarantined rows
+-- (year 9999) are never due.
+SELECT COUNT(*) FROM (
+    SELECT 1 FROM {table}
+    WHERE {due} <= NOW(3) - INTERVAL %(lateness_us)s MICROSECOND
+    LIMIT %(cap)s) AS due_rows
+
+-- name: bench_pid_file
+-- Where the server keeps its process id: the benchmark reads the CPU time of that one process.
+SELECT @@pid_file
