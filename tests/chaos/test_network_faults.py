@@ -103,19 +103,25 @@ def assert_standby_takes_over(cluster: Cluster, leader, standby) -> float:
     return takeover
 
 
+def cut_the_leader_off(cluster: Cluster, server: str, cut):
+    """Cut the leading dispatcher's path to `server` (cut(proxy)), see the standby take over,
+    heal the path 3 s later; the report, and the leader's process."""
+    proxy, leader, standby = start_leader_behind(cluster, server)
+    cut(proxy)
+    cluster.note(f"leader's path to {server} cut")
+    assert_standby_takes_over(cluster, leader, standby)
+    cluster.pause(3)
+    proxy.heal()
+    return cluster.finish(f"the leading dispatcher cut off from {server}"), leader
+
+
 def test_a_leader_cut_off_from_mysql_lets_its_lease_go_and_the_standby_leads(tmp_path, procs):
     # A lease longer than the outage backoff (as by default: 5 s and 2 s), so that only giving
     # the lease up, not a renewal missed during a backoff, can hand it over.
     cluster = Cluster(tmp_path, procs, leader_ttl=3.0)
     try:
-        proxy, leader, standby = start_leader_behind(cluster, "mysql")
-        proxy.reset()  # a dead path: its connections are cut, new ones reset
-        proxy.refuse()
-        cluster.note("leader's path to mysql dead")
-        assert_standby_takes_over(cluster, leader, standby)
-        cluster.pause(3)
-        proxy.heal()
-        report = cluster.finish("the leading dispatcher cut off from MySQL")
+        # A dead path: its connections are cut, new ones reset.
+        report, leader = cut_the_leader_off(cluster, "mysql", lambda proxy: (proxy.reset(), proxy.refuse()))
         assert "giving up the lease" in cluster.procs.log_of(leader)
         s = cluster.settings
         report.assert_invariants(bound_s=takeover_bound(s) + MAX_BACKOFF + 0.5, max_duplicates=0)
@@ -124,13 +130,7 @@ def test_a_leader_cut_off_from_mysql_lets_its_lease_go_and_the_standby_leads(tmp
 
 
 def test_a_leader_cut_off_from_redis_loses_its_lease_and_the_standby_leads(cluster):
-    proxy, leader, standby = start_leader_behind(cluster, "redis")
-    proxy.stall()
-    cluster.note("leader partitioned from redis")
-    assert_standby_takes_over(cluster, leader, standby)
-    cluster.pause(3)
-    proxy.heal()
-    report = cluster.finish("the leading dispatcher partitioned from Redis")
+    report, _ = cut_the_leader_off(cluster, "redis", lambda proxy: proxy.stall())
     s = cluster.settings
     report.assert_invariants(bound_s=takeover_bound(s) + 0.5, max_duplicates=0)
 

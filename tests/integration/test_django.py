@@ -11,10 +11,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
+from bench.servers import wait_for
 from tests.support.helpers import REPO, install_audit, query, recheck, scalar
 
 pytestmark = pytest.mark.django
@@ -58,18 +58,18 @@ def test_django_keeps_working_and_recheck_keeps_every_user_fresh(make_settings, 
     install_audit(sql, recheck_settings)
     procs.start("dispatcher", settings, env=DJANGO_ENV)
     procs.start("worker", settings, env=DJANGO_ENV)
-    time.sleep(2)
+    checked_once = "SELECT COUNT(*) FROM auth_user WHERE recheck_count > 0"
+    wait_for(lambda: scalar(sql, checked_once) > 0, 20, "recheck's first checks")
     started = scalar(sql, "SELECT NOW(3)")
     churn = django(settings, "churn", "10")  # Django creates, saves and deletes users meanwhile
     assert churn.returncode == 0, churn.stderr  # the ORM never noticed recheck's columns
     done = json.loads(churn.stdout)
     assert done["created"] > 50 and done["updated"] > 10 and done["deleted"] > 5
-    time.sleep(2 * settings.interval + 1)
-
+    # Every user, old and new, checked within two intervals of Django's last change.
+    never = "SELECT COUNT(*) FROM auth_user WHERE recheck_count = 0"
+    wait_for(lambda: scalar(sql, never) == 0, 2 * settings.interval + 1, "every user checked")
     users = scalar(sql, "SELECT COUNT(*) FROM auth_user")
     assert users == done["remaining"]
-    never = scalar(sql, "SELECT COUNT(*) FROM auth_user WHERE recheck_count = 0")
-    assert never == 0  # every user, old and new, was checked
     late = scalar(
         sql,
         "SELECT COALESCE(MAX(TIMESTAMPDIFF(MICROSECOND, old_due, written_at)), 0) / 1e6 FROM audit "
