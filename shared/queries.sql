@@ -136,14 +136,6 @@ WHERE {id} = %(id)s
 -- name: count_rows
 SELECT COUNT(*) FROM {table}
 
--- name: count_due
--- Rows due at least %(lateness_us)s ago, counted through the index and capped so that status
--- costs O(cap) even with a huge backlog. Quarantined rows (year 9999) are never due.
-SELECT COUNT(*) FROM (
-    SELECT 1 FROM {table}
-    WHERE {due} <= NOW(3) - INTERVAL %(lateness_us)s MICROSECOND
-    LIMIT %(cap)s) AS due_rows
-
 -- name: freshness_counts
 -- Rows due now, overdue by more than 1 s and by more than %(interval_us)s, from ONE pass over
 -- the oldest %(cap)s due entries of the due index: each count is exactly min(true count, cap),
