@@ -60,10 +60,7 @@ CHAOS_SETTINGS = {
     **TEST_TIMINGS,
     "interval": 2.0,
     "worker_batch": 200,
-    # Fixed takes of 200: the faults' bounds and duplicate counts are stated per batch. (Known,
-    # not yet fixed: with takes grown to thousands, a MySQL crash in the middle of a write leaves
-    # InnoDB rolling back that transaction after restart; the worker's retry finds the rows
-    # locked, defers them, and they are checked once more: never written twice.)
+    # Fixed takes of 200: the faults' bounds and duplicate counts are stated per batch.
     "worker_take_max": 200,
     "leader_ttl": 1.0,
 }
