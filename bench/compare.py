@@ -37,12 +37,16 @@ from shared.entries import make_entry
 from shared.keys import Keys
 from shared.launch import launch, positive_float, positive_int
 from shared.metrics import SECONDS_BUCKETS, quantile
-from shared.redisconn import connect_redis
+from shared.partitioned import open_store
+from shared.redisconn import ClusterClient, connect_redis
 from shared.sql import Queries
 from shared.store import Store
 
 ALL_STRATEGIES = ("recheck", *STRATEGIES)
-KNOWN = (FLOOR, *ALL_STRATEGIES)
+# recheck again, on a private Redis Cluster (3 masters, 3 replicas) with --partitions partitions:
+# only with --private, and only when asked for (it starts six more servers).
+ON_CLUSTER = "recheck_cluster"
+KNOWN = (FLOOR, *ALL_STRATEGIES, ON_CLUSTER)
 OWNER_CLAIMS = ("update_limit", "last_insert_id")  # strategies that claim by writing an owner column
 OVERDUE_CAP = 100_000  # sampling cost stays O(cap); a figure at the cap means "at least"
 
@@ -61,6 +65,8 @@ class BenchConfig:
     batch: int
     out: Path
     consumers: int = 0  # N > 0: N claimers over the W processes (threads, or recheck's concurrency)
+    partitions: int = 16  # recheck_cluster: the workload's partitions
+    cluster_url: str = ""  # recheck_cluster: a node of the private Redis Cluster
 
     def per_process(self) -> int:
         """Consumers in each of the W processes (ceiling), 1 without --consumers."""
@@ -101,13 +107,18 @@ class Run:
         self.config = config
         self.strategy = strategy
         self.log_dir = log_dir
-        self.store = store_for(settings)
+        if strategy == ON_CLUSTER:
+            settings = settings.model_copy(
+                update={"redis_url": config.cluster_url, "partitions": config.partitions}
+            )
+            self.settings = settings
+        self.store = open_store(connect_redis(settings), settings)
         self.db = Database(settings)
         self.queries = Queries(settings, "bench")
         self.processes: dict[str, subprocess.Popen] = {}
         # The servers this run talks to, not every mariadbd and redis-server on the machine.
         self.mysql_pid = pid_from_file(self.db.scalar(self.queries.bench_pid_file))
-        self.redis_pid = int(self.store.client.info("server").get("process_id", 0)) or None
+        self.redis_pids = redis_pids(self.store.client)
         self.samples: list[dict] = []
         self.ran_dry: float | None = None  # drain: when 95 % of the rows were done
         self.warmup_skipped = False  # drain: over too soon to leave out a warm-up
@@ -115,13 +126,13 @@ class Run:
     def start(self) -> None:
         env = {**os.environ, **self.settings.env_overrides()}
         consumers = self.config.per_process()
-        if self.config.consumers and self.strategy == "recheck":
+        if self.config.consumers and self.strategy in ("recheck", ON_CLUSTER):
             env["RECHECK_CONCURRENCY"] = str(consumers)  # recheck's per-row checks, per process
             # --batch is what one seed consumer claims at a time (the articles: one job); recheck
             # takes ids from Redis in batches by design, so it keeps its default take.
             env["RECHECK_WORKER_BATCH"] = str(Settings.model_fields["worker_batch"].default)
         roles = []
-        if self.strategy == "recheck":
+        if self.strategy in ("recheck", ON_CLUSTER):
             roles.append(("dispatcher", [sys.executable, "-m", "dispatcher"]))
             roles += [(f"worker{i}", [sys.executable, "-m", "workers"]) for i in range(self.config.workers)]
         elif self.strategy == FLOOR:
@@ -150,7 +161,7 @@ class Run:
     def pids(self) -> dict[str, list[int]]:
         pids = {name: [p.pid] for name, p in self.processes.items()}
         pids["mariadbd"] = server_pids("mariadbd", self.mysql_pid)
-        pids["redis-server"] = server_pids("redis-server", self.redis_pid)
+        pids.update(self.redis_pids)
         return pids
 
     def sample(self, started: float) -> dict:
@@ -288,12 +299,37 @@ def prepare(settings: Settings, config: BenchConfig, strategy: str, say) -> None
     finally:
         db.close()
     store_for(settings).clear()
+    if strategy == ON_CLUSTER:
+        on_cluster = settings.model_copy(
+            update={"redis_url": config.cluster_url, "partitions": config.partitions}
+        )
+        open_store(connect_redis(on_cluster), on_cluster).clear()
     spread = "all overdue" if config.mode == "drain" else "due over one interval"
     say(f"  table {settings.table}: {config.rows:,} rows ({spread})")
 
 
 def store_for(settings: Settings, prefix: str | None = None) -> Store:
     return Store(connect_redis(settings), Keys(prefix or settings.key_prefix))
+
+
+def redis_pids(client) -> dict[str, list[int]]:
+    """The Redis processes a run talks to: "redis-server", or on a cluster each master by port
+    ("redis master :PORT") and the replicas together ("redis replicas")."""
+    if not isinstance(client, ClusterClient):
+        return {
+            "redis-server": server_pids(
+                "redis-server", int(client.info("server").get("process_id", 0)) or None
+            )
+        }
+    found: dict[str, list[int]] = {"redis replicas": []}
+    for node in client.get_nodes():
+        info = client.info("server", target_nodes=node)
+        pid = int(info.get("process_id", 0))
+        if node.server_type == "primary":
+            found[f"redis master :{node.port}"] = [pid]
+        else:
+            found["redis replicas"].append(pid)
+    return found
 
 
 def redis_bytes_per_queued_id(settings: Settings, count: int = 100_000) -> float:
@@ -441,6 +477,12 @@ def table(results: list[Result], redis_bytes: float | None) -> str:
     for r in results:
         parts = ", ".join(f"{name} {sec:.1f}s" for name, sec in sorted(r.cpu_seconds.items()) if sec)
         lines.append(f"  CPU {r.strategy}: {parts}")
+    for r in results:
+        redis = {name: sec for name, sec in sorted(r.cpu_seconds.items()) if name.startswith("redis")}
+        if r.checks and r.strategy in ("recheck", ON_CLUSTER):
+            each = ", ".join(f"{name} {sec / r.checks * 1e6:.2f}" for name, sec in redis.items())
+            total = sum(redis.values()) / r.checks * 1e6
+            lines.append(f"  Redis CPU us per check, {r.strategy}: {each} (all {total:.2f})")
     if redis_bytes is not None:
         lines.append(f"Redis memory per queued id (queue entry + in-flight entry): {redis_bytes:.0f} bytes")
     return "\n".join(lines)
@@ -510,7 +552,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--strategies", default=None,
-        help=f"comma-separated, from floor,{EVERY_STRATEGY} (default: all of them; steady: no floor)",
+        help=f"comma-separated, from floor,{EVERY_STRATEGY},{ON_CLUSTER} (default: all but {ON_CLUSTER}; "
+        "steady: no floor)",
     )  # fmt: skip
     parser.add_argument("--check", default="workers.demo:noop", help="the check every strategy runs")
     parser.add_argument("--concurrency", type=positive_int, default=50, help="per-row checks: rows at once")
@@ -519,6 +562,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--consumers", type=int, default=0,
         help="N concurrent claimers spread over the --workers processes: recheck's per-row "
         "concurrency, or each seed strategy's threads (one MySQL connection each)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--partitions", type=positive_int, default=16,
+        help=f"{ON_CLUSTER}: the workload's partitions on the private Redis Cluster",
     )  # fmt: skip
     parser.add_argument("--out", default="bench-results", help="where JSON and PNG go")
     parser.add_argument(
@@ -556,17 +603,29 @@ def main(argv: list[str] | None = None) -> int:
         mode="drain" if args.mode == "floor" else args.mode, rows=args.rows, workers=args.workers,
         seconds=args.seconds, warmup=warmup, interval=args.interval, strategies=strategies,
         check=args.check, concurrency=args.concurrency, batch=args.batch, out=Path(args.out),
-        consumers=max(args.consumers, 0),
+        consumers=max(args.consumers, 0), partitions=args.partitions,
     )  # fmt: skip
+    if ON_CLUSTER in strategies and not args.private:
+        print(
+            f"recheck bench: {ON_CLUSTER} starts a Redis Cluster of its own: add --private", file=sys.stderr
+        )
+        return 2
     return launch("bench", lambda settings: bench(settings, config, sizes, args.polls, args.private))
 
 
 def bench(settings: Settings, config: BenchConfig, sizes: list[int], polls: int, private: bool) -> int:
     servers = ()
     if private:
-        settings, servers = private_servers(
-            settings, Path(tempfile.mkdtemp(prefix="recheck-servers-")), print
-        )
+        folder = Path(tempfile.mkdtemp(prefix="recheck-servers-"))
+        settings, servers = private_servers(settings, folder, print)
+        if ON_CLUSTER in config.strategies:
+            from bench.servers import RedisCluster
+
+            cluster = RedisCluster(folder / "redis-cluster")
+            servers = (*servers, cluster)
+            cluster.start()
+            config.cluster_url = cluster.url()
+            print(f"private redis cluster: 3 masters, 3 replicas, from :{cluster.nodes[0].port}")
     try:
         if config.mode == "poll":
             from bench.pollcost import run_poll_bench

@@ -75,9 +75,7 @@ class StrategyWorker(Service):
         self.lock = threading.Lock()  # consumers share the counters and the histogram
         self.claimers = [Claimer(self, self.db)]
         self.claimers += [Claimer(self, Database(settings)) for _ in range(consumers - 1)]
-        self.presence = Presence(
-            self.store, self.keys.heartbeat(self.id), self.keys.workers, self.id, settings.heartbeat_ttl
-        )
+        self.presence = Presence(self.store, "worker", self.id, settings.heartbeat_ttl)
         self._beating = threading.Event()
 
     def startup(self) -> None:

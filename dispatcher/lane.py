@@ -33,11 +33,8 @@ class DispatchLane:
         self.service = service
         self.settings = settings
         self.name = settings.workload
-        self.keys, self.store, self.db, self.life = service.parts_for(settings)
-        self.presence = Presence(
-            self.store, self.keys.dispatcher_heartbeat(service.id), self.keys.dispatchers, service.id,
-            settings.heartbeat_ttl,
-        )  # fmt: skip
+        self.store, self.db, self.life = service.parts_for(settings)
+        self.presence = Presence(self.store, "dispatcher", service.id, settings.heartbeat_ttl)
         self.lease = Lease(self.store, service.id, settings.leader_ttl)
         self.dispatcher = Dispatcher(settings, DuePusher(settings, self.db, self.store, service.id))
         self.metrics = dispatcher_metrics(self.name)
@@ -100,7 +97,9 @@ class DispatchLane:
             # A free lease goes to a dispatcher under its share; one free for a whole TTL (its
             # leader gone, the others at their share) to anyone, so no workload goes unled.
             long_free = self.free_since is not None and now - self.free_since >= self.settings.leader_ttl
-            wanted = holder is None and (may_take or long_free)
+            # A partitioned workload's lease may be half taken (shared/partitioned.py): go on.
+            mine = holder == self.service.id
+            wanted = mine or (holder is None and (may_take or long_free))
             if wanted and self.can_read_mysql() and lease.hold():
                 self.free_since = None
                 self.dispatcher.rewind()  # a new leader starts from the oldest due row

@@ -53,9 +53,16 @@ class Job:
 class Reclaimer(Job):
     def run_once(self) -> tuple[int, int]:
         """Returns (ids reclaimed, ids quarantined) in this run."""
+        reclaimed = quarantined = 0
+        for part in self.store.parts:  # each partition of the workload (one when unpartitioned)
+            reclaimed += self.reclaim_part(part)
+            quarantined += self.quarantine_pending(part)
+        return reclaimed, quarantined
+
+    def reclaim_part(self, part: Store) -> int:
         reclaimed = 0
-        for worker in self.store.worker_ids():
-            result = self.store.reclaim(worker, self.settings.max_reclaims, SPLIT_WAYS)
+        for worker in part.worker_ids():
+            result = part.reclaim(worker, self.settings.max_reclaims, SPLIT_WAYS)
             if result:
                 held, poisoned = result
                 reclaimed += held
@@ -67,11 +74,11 @@ class Reclaimer(Job):
                     held,
                     poisoned,
                 )
-        return reclaimed, self.quarantine_pending()
+        return reclaimed
 
-    def quarantine_pending(self) -> int:
+    def quarantine_pending(self, part: Store) -> int:
         """Park ids that killed workers again and again: MySQL first, then Redis lets go."""
-        pending = self.store.pending_quarantine()
+        pending = part.pending_quarantine()
         if not pending:
             return 0
         keys = self.keys
@@ -88,7 +95,7 @@ class Reclaimer(Job):
             shown = ", ".join(str(keys.show(item.id)) for item in items)
             log.error("%squarantined ids %s: %s", log_prefix(self.settings), shown, reason)
         ids = [item.entry.split(b":", 1)[0] for item in items] + [m.split(b":", 1)[0] for m in malformed]
-        self.store.forget_quarantined(ids, list(pending.keys()), len(items))
+        part.forget_quarantined(ids, list(pending.keys()), len(items))
         dispatcher_metrics(self.settings.workload).quarantined.inc(len(items))
         return len(items)
 
@@ -144,10 +151,10 @@ class Sweeper:
 class OrphanCollector(Job):
     """Release in-flight ids (due more than orphan_after ago) that nothing holds."""
 
-    def candidates(self, cutoff_ms: int, limit: int = 1000) -> list[bytes]:
+    def candidates(self, part: Store, cutoff_ms: int, limit: int = 1000) -> list[bytes]:
         """id, due pairs in flight for a due time older than the cutoff (HSCAN: never blocks Redis)."""
         found: list[bytes] = []
-        for row_id, due in self.store.scan_in_flight():
+        for row_id, due in part.scan_in_flight():
             if int(due) < cutoff_ms:
                 found += [row_id, due]
                 if len(found) >= 2 * limit:
@@ -157,19 +164,23 @@ class OrphanCollector(Job):
     def run_once(self) -> list[int]:
         self.store.prune_errors(time.time() - ERRORS_KEPT_S)  # error groups nobody saw for a day
         now_ms = datetime_to_ms(self.db.scalar(self.queries.db_now))
-        candidates = self.candidates(now_ms - round(self.settings.orphan_after * 1000))
-        if not candidates:
-            return []
-        for _ in range(5):
-            released = self.store.release_orphans(candidates, self.store.worker_ids())
-            if released is not None:
-                break
-        else:
-            return []  # workers kept changing; the next run will try again
-        ids = [self.keys.decode(r) for r in released]
+        cutoff_ms = now_ms - round(self.settings.orphan_after * 1000)
+        ids = []
+        for part in self.store.parts:  # each partition of the workload (one when unpartitioned)
+            ids += [self.keys.decode(r) for r in self.release_part(part, cutoff_ms)]
         if ids:
             log.warning(
                 "%sreleased %d in-flight ids nothing held (e.g. %s); they will be swept",
                 log_prefix(self.settings), len(ids), ids[:5],
             )  # fmt: skip
         return ids
+
+    def release_part(self, part: Store, cutoff_ms: int) -> list[bytes]:
+        candidates = self.candidates(part, cutoff_ms)
+        if not candidates:
+            return []
+        for _ in range(5):
+            released = part.release_orphans(candidates, part.worker_ids())
+            if released is not None:
+                return released
+        return []  # workers kept changing; the next run will try again

@@ -367,11 +367,10 @@ def cmd_health(settings: Settings, _args) -> int:
 
 
 def store_for(settings: Settings):
-    from shared.keys import Keys
+    from shared.partitioned import open_store
     from shared.redisconn import connect_redis
-    from shared.store import Store
 
-    return Store(connect_redis(settings), Keys.of(settings))
+    return open_store(connect_redis(settings), settings)
 
 
 # The subcommands run here; TOOLS above are the others.

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from shared.config import Settings
 from shared.db import Database, DatabaseDown
-from shared.keys import Keys
+from shared.partitioned import open_store
 from shared.redisconn import REDIS_DOWN, connect_redis
 from shared.sql import Queries
 from shared.status import NOT_FRESH, gather, verdict
@@ -158,7 +158,7 @@ class Runner:
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGTERM, self._on_signal)
         client = connect_redis(self.settings)
-        watched = [(w, Database(w), Store(client, Keys.of(w))) for w in self.workloads]
+        watched = [(w, Database(w), open_store(client, w)) for w in self.workloads]
         for workload, db, store in watched:  # counters are cumulative in Redis: report this run's share
             try:
                 facts = gather(workload, db, store, count_rows=False, sampled=True)

@@ -13,10 +13,9 @@ from rich.text import Text
 
 from shared.config import Settings
 from shared.db import Database, DatabaseDown
-from shared.keys import Keys
+from shared.partitioned import open_store
 from shared.redisconn import REDIS_DOWN, connect_redis
 from shared.status import Sampler, headline, verdict
-from shared.store import Store
 
 
 def seconds(value: float | None) -> str:
@@ -83,7 +82,7 @@ def watch(workloads: list[Settings], every: float = 1.0) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     client = connect_redis(workloads[0])
-    samplers = [(w.workload, Sampler(w, Database(w), Store(client, Keys.of(w)))) for w in workloads]
+    samplers = [(w.workload, Sampler(w, Database(w), open_store(client, w))) for w in workloads]
     named = len(samplers) > 1
     with Live(Text("sampling…"), refresh_per_second=4, transient=False) as live:
         while not stop.is_set():

@@ -185,6 +185,9 @@ class Settings(BaseSettings):
     config: str = ""
     workload: Annotated[str, AfterValidator(_workload)] = DEFAULT_WORKLOAD
     weight: Annotated[float, Field(gt=0, le=1000)] = 1.0
+    # Sets of Redis keys (each its own hash tag: its own Redis Cluster slot) the workload's ids
+    # are spread over by a hash of the id (shared/partitions.py); 1 = one set, as before.
+    partitions: Annotated[int, Field(ge=1, le=1024)] = 1
 
     # Batching and backpressure.
     dispatch_batch: Annotated[int, Field(ge=1, le=50_000)] = 2000
@@ -322,7 +325,7 @@ WORKLOAD_KEYS = (
     "fail_column", "error_column", "interval", "interval_column", "min_interval", "max_interval", "check",
     "check_kind", "check_timeout", "concurrency", "worker_batch", "worker_take_max",
     "dispatch_batch", "high_water",
-    "retry_base", "retry_max", "max_reclaims", "weight",
+    "retry_base", "retry_max", "max_reclaims", "weight", "partitions",
 )  # fmt: skip
 
 

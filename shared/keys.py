@@ -3,23 +3,66 @@
 All keys of one workload share one hash tag, so they land in the same Redis Cluster slot and
 the Lua scripts (which touch several keys at once) also run on a cluster: ``{prefix}`` for the
 `default` workload (the keys of a deployment without a workloads file, as before workloads
-existed), ``{prefix:NAME}`` for any other, so workloads spread over a cluster's slots.
+existed), ``{prefix:NAME}`` for any other, so workloads spread over a cluster's slots. A
+workload with several partitions (shared/partitions.py) has one such set of keys per partition,
+tagged ``{prefix/pN}`` or ``{prefix:NAME/pN}`` ('/' cannot occur in a workload name), so one
+table's work spreads over a cluster's masters too. Partition N of K gets a hash tag whose slot
+lies in the N-th K-th of the 16,384 slots (``{prefix/pN.J}`` with the first J that does): a
+cluster's masters own contiguous slot ranges, so K partitions spread evenly over them, not as
+CRC-16 happens to scatter K names.
 """
 
 from __future__ import annotations
 
+from functools import cache
+
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+
 from shared.config import DEFAULT_WORKLOAD, Settings
+
+EVEN_SPREAD_UP_TO = 256  # partitions; beyond, plain names scatter evenly enough (and J is slow to find)
+
+
+@cache
+def partition_tag(name: str, partition: int, partitions: int) -> str:
+    """The hash tag of one partition: in its own share of the slots (see the module's note)."""
+    plain = f"{name}/p{partition}"
+    if partitions > EVEN_SPREAD_UP_TO:
+        return "{" + plain + "}"
+    low = partition * REDIS_CLUSTER_HASH_SLOTS // partitions
+    high = (partition + 1) * REDIS_CLUSTER_HASH_SLOTS // partitions
+    for salt in range(100 * partitions):
+        tag = plain if salt == 0 else f"{plain}.{salt}"
+        if low <= key_slot(tag.encode()) < high:
+            return "{" + tag + "}"
+    return "{" + plain + "}"  # not reached in practice: each try lands in the range with p = 1/K
 
 
 class Keys:
     @classmethod
-    def of(cls, settings: Settings) -> Keys:
-        """The keys of the workload these settings describe."""
-        return cls(settings.key_prefix, settings.workload)
+    def of(cls, settings: Settings, partition: int | None = None) -> Keys:
+        """The keys of the workload these settings describe (of one of its partitions, when it
+        has several: partition None is then a mistake)."""
+        if settings.partitions > 1 and partition is None:
+            raise ValueError(f"workload {settings.workload} has {settings.partitions} partitions: name one")
+        if settings.partitions == 1:
+            return cls(settings.key_prefix, settings.workload)
+        return cls(settings.key_prefix, settings.workload, partition, settings.partitions)
 
-    def __init__(self, prefix: str, workload: str = DEFAULT_WORKLOAD):
-        tag = "{" + (prefix if workload == DEFAULT_WORKLOAD else f"{prefix}:{workload}") + "}"
+    @classmethod
+    def every_partition(cls, settings: Settings) -> list[Keys]:
+        """The keys of each of the workload's partitions (one set when it is not partitioned)."""
+        if settings.partitions == 1:
+            return [cls.of(settings)]
+        return [cls.of(settings, p) for p in range(settings.partitions)]
+
+    def __init__(
+        self, prefix: str, workload: str = DEFAULT_WORKLOAD, partition: int | None = None, partitions: int = 1
+    ):
+        name = prefix if workload == DEFAULT_WORKLOAD else f"{prefix}:{workload}"
+        tag = "{" + name + "}" if partition is None else partition_tag(name, partition, partitions)
         self._tag = tag
+        self.tag = tag
         self.queue = f"{tag}:queue"  # LIST of "id:due_ms" entries waiting for a worker
         self.suspects = f"{tag}:suspects"  # LIST of groups of reclaimed entries, each one batch
         self.inflight = f"{tag}:inflight"  # HASH id -> due_ms of the entry holding it; the dedup set

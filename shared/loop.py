@@ -22,8 +22,8 @@ from shared.config import Settings
 from shared.db import Database, DatabaseDown, server_of
 from shared.db import last_success as mysql_seen
 from shared.health import HealthFile, HealthRecord
-from shared.keys import Keys
 from shared.outage import Outage
+from shared.partitioned import PartitionedStore, open_store
 from shared.presence import Presence, make_process_id
 from shared.redisconn import REDIS_DOWN, connect_redis
 from shared.redisconn import last_success as redis_seen
@@ -47,16 +47,15 @@ class Service:
         self.settings = settings
         self.workloads = workloads or [settings]
         self.id = make_process_id()
-        self.keys = Keys.of(settings)
-        self.client = connect_redis(settings)
-        self.store = Store(self.client, self.keys)
+        # Shared by every thread of the process; "back" once real work on that server succeeds.
+        self.redis_outage = Outage("redis", seen=redis_seen)
+        self.client = connect_redis(settings, self.redis_outage)  # waits for Redis to say if it is a cluster
+        self.store = open_store(self.client, settings)
         self.db = Database(settings)
         self._stop = threading.Event()
         self.signals_received = 0
         self.deadline: float | None = None  # monotonic time a graceful stop must end by
         self.fatal: str | None = None  # why the process chose to exit for a fresh start (exit 1)
-        # Shared by every thread of the process; "back" once real work on that server succeeds.
-        self.redis_outage = Outage("redis", seen=redis_seen)
         servers = sorted({server_of(w) for w in self.workloads})
         named = len(servers) > 1  # logs say which server when there are several
         self._mysql_outages = {
@@ -69,13 +68,12 @@ class Service:
         """The outage record of the MySQL server these (workload) settings point at."""
         return self._mysql_outages[server_of(settings)]
 
-    def parts_for(self, settings: Settings) -> tuple[Keys, Store, Database, Lifeline]:
-        """A workload's Redis keys, store, MySQL connection and lifeline; the first workload uses
-        the process's own connections."""
-        keys = Keys.of(settings)
+    def parts_for(self, settings: Settings) -> tuple[Store | PartitionedStore, Database, Lifeline]:
+        """A workload's store (over its partitions, if several), MySQL connection and lifeline;
+        the first workload uses the process's own connections."""
         if settings is self.settings:
-            return keys, self.store, self.db, self.lifeline(settings)
-        return keys, Store(self.client, keys), Database(settings), self.lifeline(settings)
+            return self.store, self.db, self.lifeline(settings)
+        return open_store(self.client, settings), Database(settings), self.lifeline(settings)
 
     def lifeline(self, settings: Settings) -> Lifeline:
         """This process's lifecycle as one workload's code sees it (its own MySQL server)."""

@@ -20,13 +20,18 @@ def make_process_id() -> str:
 
 
 class Presence:
-    def __init__(self, store: Store, key: str, registry: str, member: str, ttl_seconds: float):
+    def __init__(self, store: Store, role: str, member: str, ttl_seconds: float):
+        """role: "worker" or "dispatcher" (which registry and heartbeat keys)."""
         self.store = store
-        self.key = key
-        self.registry = registry
+        self.role = role
         self.member = member
         self.ttl_ms = round(ttl_seconds * 1000)
         self.started = time.time()
+
+    @property
+    def key(self) -> str:
+        """The heartbeat key (of the first partition, when the workload has several)."""
+        return self.store.presence_keys(self.role, self.member)[0]
 
     def publish(self, facts: dict) -> None:
         payload = {
@@ -36,7 +41,7 @@ class Presence:
             "started": round(self.started, 3),
             **facts,
         }
-        self.store.publish_heartbeat(self.key, self.registry, self.member, payload, self.ttl_ms)
+        self.store.publish_heartbeat(self.role, self.member, payload, self.ttl_ms)
 
     def withdraw(self) -> None:
-        self.store.withdraw_heartbeat(self.key, self.registry, self.member)
+        self.store.withdraw_heartbeat(self.role, self.member)

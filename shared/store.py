@@ -69,6 +69,11 @@ class Store:
         self.keys = keys
         self._scripts = {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}
 
+    @property
+    def parts(self) -> list[Store]:
+        """The stores of the workload's partitions (shared/partitioned.py): this one alone."""
+        return [self]
+
     def _run(self, name: str, keys: Sequence[str], args: Sequence) -> object:
         return self._scripts[name](keys=list(keys), args=list(args), client=self.client)
 
@@ -263,13 +268,22 @@ class Store:
         return None if released == -1 else released
 
     # -- presence and status ----------------------------------------------------------------
-    def publish_heartbeat(self, key: str, registry: str, member: str, payload: dict, ttl_ms: int) -> None:
+    def presence_keys(self, role: str, member: str) -> tuple[str, str]:
+        """(heartbeat key, registry) of a worker or dispatcher."""
+        k = self.keys
+        if role == "worker":
+            return k.heartbeat(member), k.workers
+        return k.dispatcher_heartbeat(member), k.dispatchers
+
+    def publish_heartbeat(self, role: str, member: str, payload: dict, ttl_ms: int) -> None:
+        key, registry = self.presence_keys(role, member)
         pipe = self.client.pipeline(transaction=True)
         pipe.set(key, json.dumps(payload), px=ttl_ms)
         pipe.sadd(registry, member)
         pipe.execute()
 
-    def withdraw_heartbeat(self, key: str, registry: str, member: str) -> None:
+    def withdraw_heartbeat(self, role: str, member: str) -> None:
+        key, registry = self.presence_keys(role, member)
         pipe = self.client.pipeline(transaction=True)
         pipe.delete(key)
         pipe.srem(registry, member)

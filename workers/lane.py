@@ -34,7 +34,7 @@ class Lane:
     def __init__(self, worker: Service, settings: Settings, turns: Turns, check: Callable | None = None):
         self.settings = settings
         self.name = settings.workload
-        self.keys, self.store, self.db, self.life = worker.parts_for(settings)
+        self.store, self.db, self.life = worker.parts_for(settings)
         self.check = check or load_check(settings.check)
         self.kind = check_kind(self.check, settings.check_kind)
         self.check_name = f"{self.check.__module__}:{self.check.__qualname__}"
@@ -48,9 +48,7 @@ class Lane:
         parts = (settings, self.check, self.intake, self.completer, self.life, self.metrics)
         self.batch = BatchLoop(*parts, turns=turns) if self.kind == "batch" else None
         self.rows = RowLoop(*parts) if self.kind == "row" else None
-        self.presence = Presence(
-            self.store, self.keys.heartbeat(worker.id), self.keys.workers, worker.id, settings.heartbeat_ttl
-        )
+        self.presence = Presence(self.store, "worker", worker.id, settings.heartbeat_ttl)
         self.failures = FailureWatch(settings.failing_threshold, prefix=log_prefix(settings))
 
     def describe(self) -> str:

@@ -31,10 +31,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.servers import MariaDBServer, RedisServer, wait_for
+from bench.servers import MariaDBServer, RedisCluster, RedisServer, wait_for
 from recheck.initdb import create_app_user, init_db
 from shared.config import Settings
-from shared.keys import Keys
+from shared.partitioned import open_store
+from shared.redisconn import connect_redis
 from tests.support.faultproxy import FaultProxy
 from tests.support.helpers import audit_violations, install_audit, scalar, seed_rows, workload
 from tests.support.processes import TEST_TIMINGS, Processes
@@ -108,14 +109,18 @@ class Report:
 
 class Cluster:
     def __init__(self, tmp_path: Path, procs: Processes, rows: int = 5000, mysql_extra: tuple[str, ...] = (),
-                 workloads: int = 1, **overrides):  # fmt: skip
+                 workloads: int = 1, redis_cluster: bool = False, **overrides):  # fmt: skip
         """workloads=2: a second workload on a table of its own (a fifth of the rows, every 3 s)
-        runs beside the first in the same processes, through a workloads file."""
+        runs beside the first in the same processes, through a workloads file. redis_cluster: a
+        Redis Cluster of 3 masters and 3 replicas instead of one Redis (with partitions=16
+        unless the overrides say otherwise)."""
         self.tmp = tmp_path
         self.procs = procs
         self.rows = rows
         self.mysql = MariaDBServer(tmp_path / "mysql", extra=mysql_extra)
-        self.redis = RedisServer(tmp_path / "redis")
+        self.redis = RedisCluster(tmp_path / "redis") if redis_cluster else RedisServer(tmp_path / "redis")
+        if redis_cluster:
+            overrides.setdefault("partitions", 16)
         self.record = tmp_path / "record"
         self.record.mkdir()
         # The administrator (the tests' eyes, seeding, init-db) and what the processes run as.
@@ -138,6 +143,7 @@ class Cluster:
                 s.model_copy(update={"config": str(config)}) for s in (self.admin, self.settings)
             )
             self.second = workload(self.admin, "second", table="second_rows", interval=3.0)
+        self.stores: dict = {}
         self.proxies: list[FaultProxy] = []
         self.workers: list[subprocess.Popen] = []
         self.dispatchers: list[subprocess.Popen] = []
@@ -171,8 +177,8 @@ class Cluster:
         # Seed once everything runs: due times stay evenly spread over the interval. Rows that
         # fell due during start-up would be checked in one burst and, since the next due time
         # is checked_at + interval, stay a burst every interval.
-        keys, rds = Keys(self.settings.key_prefix), self.redis.client()
-        wait_for(lambda: rds.scard(keys.workers) == workers and rds.get(keys.leader), 30, "processes up")
+        store = self.store()
+        wait_for(lambda: len(store.worker_ids()) == workers and store.lease_holder(), 30, "processes up")
         seed_rows(self.admin, self.rows)
         if self.second is not None:
             seed_rows(self.second, self.rows // 5)
@@ -238,13 +244,20 @@ class Cluster:
         self.events.append(f"[{time.monotonic() - self.started_at:5.1f}s] {event}")
 
     # -- faults -----------------------------------------------------------------------------
+    def store(self, admin: Settings | None = None):
+        """A workload's Redis state as recheck sees it (every partition, on one Redis or a cluster)."""
+        admin = admin or self.admin
+        if admin.table not in self.stores:  # the tests' own eyes: straight to the servers, no proxy
+            self.stores[admin.table] = open_store(connect_redis(admin), admin)
+        return self.stores[admin.table]
+
     def held_by(self, process: subprocess.Popen) -> int:
         """How many entries a worker process holds right now, in every workload."""
-        rds, held = self.redis.client(), 0
+        held = 0
         for admin in self.tables():
-            keys = Keys.of(admin)
-            ids = [w.decode() for w in rds.smembers(keys.workers) if f"-{process.pid}-" in w.decode()]
-            held += rds.scard(keys.processing(ids[0])) if ids else 0
+            store = self.store(admin)
+            ids = [w for w in store.worker_ids() if f"-{process.pid}-" in w]
+            held += store.held_count(ids[0]) if ids else 0
         return held
 
     def kill_worker_mid_batch(self) -> int:

@@ -15,7 +15,7 @@ from dispatcher.lease import Lease
 from recheck.seed import seed
 from shared.config import ENV_PREFIX, Settings
 from shared.db import Database
-from shared.keys import Keys
+from shared.partitioned import PartitionedStore, open_store
 from shared.redisconn import connect_redis
 from shared.store import Store
 
@@ -41,8 +41,8 @@ def recheck(
     )
 
 
-def make_store(settings: Settings) -> Store:
-    return Store(connect_redis(settings), Keys.of(settings))
+def make_store(settings: Settings) -> Store | PartitionedStore:
+    return open_store(connect_redis(settings), settings)
 
 
 def take_lease(settings: Settings, owner: str = TEST_LEADER) -> Lease:

@@ -1,0 +1,111 @@
+"""Scale-out on real servers: a workload partitioned over several key sets, and one deployment
+keeping tables on two MariaDB servers fresh (the "one workload per MySQL shard" pattern)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from bench.servers import MariaDBServer, wait_for
+from recheck.initdb import init_db
+from shared.config import read_workloads
+from shared.store import Counts
+from tests.support.checks import ok
+from tests.support.helpers import make_store, recheck, scalar, seed_rows
+
+
+def test_a_partitioned_workload_spreads_its_ids_and_every_row_is_checked(make_settings, sql, make_worker):
+    settings = make_settings(partitions=8)
+    seed_rows(settings, 3000, due_now=True)
+    store = make_store(settings)
+    from dispatcher.dispatcher import START
+    from tests.support.helpers import make_pusher
+
+    page = make_pusher(settings).push_page(START, 5000)
+    assert page.pushed == 3000
+    depths = [part.queue_depth() for part in store.parts]
+    assert len(depths) == 8 and min(depths) > 250, depths  # about 375 each
+    worker = make_worker(settings, ok)
+    for _ in range(40):
+        worker.poll()
+        if store.overview().in_flight == 0:
+            break
+    assert scalar(sql, "SELECT COUNT(*) FROM user_block_status WHERE check_count = 0") == 0
+    view = store.overview()
+    assert (view.queue_depth, view.in_flight, view.counters["checked"]) == (0, 0, 3000)
+
+
+def test_a_take_visits_every_partition_and_an_ack_returns_each_entry_to_its_own(make_settings):
+    store = make_store(make_settings(partitions=4))
+    assert store.hold_lease("me", 60_000) == "me"
+    entries = [b"%d:%d" % (i, 1000 + i) for i in range(1, 401)]
+    assert store.push("me", entries).pushed == 400
+    store.publish_heartbeat("worker", "w", {}, 60_000)
+    first = store.take("w", 1000).entries
+    second = store.take("w", 1000).entries
+    assert first and second and set(first).isdisjoint(second)
+    owners = {store._part(e).keys.tag for e in first}
+    assert len(owners) == 1  # a take comes from one partition: one script call to acknowledge
+    # Untouched entries go back to the partition each came from; finished ones are released.
+    assert store.acknowledge("w", first, second, Counts(checked=len(first)), whole=True) == len(first)
+    for part in store.parts:
+        queued = part.client.lrange(part.keys.queue, 0, -1)
+        assert all(store._part(e) is part for e in queued)
+    assert store.overview().in_flight == 400 - len(first)
+    assert store.held_count("w") == 0
+
+
+def test_a_half_taken_partitioned_lease_ends_with_one_holder(make_settings):
+    store = make_store(make_settings(partitions=4))
+    assert store.hold_lease("a", 60_000) == "a"
+    store.parts[0].client.delete(store.parts[0].keys.leader)  # a's first lease expired, not the rest
+    assert store.hold_lease("b", 60_000) == "a"  # b holds the first, a still the others
+    assert store.hold_lease("a", 60_000) == "b"  # a sees b leads and gives its others back
+    assert store.hold_lease("b", 60_000) == "b"  # b now holds them all
+    assert {part.lease_holder() for part in store.parts} == {"b"}
+    assert store.push("a", [b"1:1"]).pushed == -1  # a deposed leader pushes nothing
+
+
+SHARDS = """
+[workloads.shard0]
+mysql_url = "{first}"
+partitions = 4
+
+[workloads.shard1]
+mysql_url = "{second}"
+partitions = 4
+"""
+
+
+def test_one_deployment_keeps_tables_on_two_mariadb_servers_fresh(make_settings, mariadb, tmp_path, procs):
+    """One workload per MySQL server, the same table and check: one dispatcher and one worker
+    pool keep both fresh; status reports each shard."""
+    settings = make_settings(interval=2.0)
+    second = MariaDBServer(tmp_path / "second-mariadb")
+    second.start()
+    try:
+        config = tmp_path / "recheck.toml"
+        config.write_text(SHARDS.format(first=settings.mysql_url, second=second.url("shard1")))
+        base = settings.model_copy(update={"config": str(config)})
+        shards = read_workloads(base)
+        for shard in shards:
+            assert init_db(shard, apply=False, say=lambda _: None, create=True) == 0
+            seed_rows(shard, 1000)
+        env = {"RECHECK_CONFIG": str(config), "RECHECK_CHECK": "tests.support.checks:ok"}
+        procs.start("dispatcher", settings, env=env)
+        procs.start("worker", settings, env=env)
+        procs.start("worker", settings, env=env)
+        conns = [mariadb.connect(settings.mysql.database), second.connect("shard1")]
+
+        def checked_twice() -> bool:
+            least = "SELECT MIN(check_count) FROM user_block_status"
+            return all(scalar(conn, least) >= 2 for conn in conns)
+
+        wait_for(checked_twice, 30, "every row of both shards checked twice")
+        time.sleep(2)
+        late = "SELECT COUNT(*) FROM user_block_status WHERE next_check_at < NOW(3) - INTERVAL 2 SECOND"
+        assert [scalar(conn, late) for conn in conns] == [0, 0]
+        status = json.loads(recheck("status", "--json", settings=settings, env=env).stdout)
+        assert set(status["workloads"]) == {"shard0", "shard1"} and status["fresh"], status
+    finally:
+        second.stop()
