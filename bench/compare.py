@@ -28,6 +28,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import redis
+
 from bench.procs import cpu_seconds, pid_from_file, server_pids
 from bench.strategies import FLOOR, FLOOR_PROCESSES, STRATEGIES
 from recheck.seed import seed
@@ -67,6 +69,7 @@ class BenchConfig:
     consumers: int = 0  # N > 0: N claimers over the W processes (threads, or recheck's concurrency)
     partitions: int = 16  # recheck_cluster: the workload's partitions
     cluster_url: str = ""  # recheck_cluster: a node of the private Redis Cluster
+    cluster_replicas: int = 1  # recheck_cluster: replicas per master (each costs the master CPU)
 
     def per_process(self) -> int:
         """Consumers in each of the W processes (ceiling), 1 without --consumers."""
@@ -314,19 +317,17 @@ def store_for(settings: Settings, prefix: str | None = None) -> Store:
 
 def redis_pids(client) -> dict[str, list[int]]:
     """The Redis processes a run talks to: "redis-server", or on a cluster each master by port
-    ("redis master :PORT") and the replicas together ("redis replicas")."""
+    ("redis master :PORT") and the replicas together ("redis replicas"), as CLUSTER NODES lists
+    them (each asked for its own pid)."""
     if not isinstance(client, ClusterClient):
-        return {
-            "redis-server": server_pids(
-                "redis-server", int(client.info("server").get("process_id", 0)) or None
-            )
-        }
+        pid = int(client.info("server").get("process_id", 0)) or None
+        return {"redis-server": server_pids("redis-server", pid)}
     found: dict[str, list[int]] = {"redis replicas": []}
-    for node in client.get_nodes():
-        info = client.info("server", target_nodes=node)
-        pid = int(info.get("process_id", 0))
-        if node.server_type == "primary":
-            found[f"redis master :{node.port}"] = [pid]
+    for address, node in client.cluster_nodes().items():
+        host, port = address.rsplit(":", 1)
+        pid = int(redis.Redis(host=host, port=int(port)).info("server").get("process_id", 0))
+        if "master" in node["flags"]:
+            found[f"redis master :{port}"] = [pid]
         else:
             found["redis replicas"].append(pid)
     return found
@@ -567,6 +568,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--partitions", type=positive_int, default=16,
         help=f"{ON_CLUSTER}: the workload's partitions on the private Redis Cluster",
     )  # fmt: skip
+    parser.add_argument(
+        "--cluster-replicas", type=int, default=1, choices=(0, 1, 2),
+        help=f"{ON_CLUSTER}: replicas per master of the private Redis Cluster (3 masters)",
+    )  # fmt: skip
     parser.add_argument("--out", default="bench-results", help="where JSON and PNG go")
     parser.add_argument(
         "--private",
@@ -603,7 +608,7 @@ def main(argv: list[str] | None = None) -> int:
         mode="drain" if args.mode == "floor" else args.mode, rows=args.rows, workers=args.workers,
         seconds=args.seconds, warmup=warmup, interval=args.interval, strategies=strategies,
         check=args.check, concurrency=args.concurrency, batch=args.batch, out=Path(args.out),
-        consumers=max(args.consumers, 0), partitions=args.partitions,
+        consumers=max(args.consumers, 0), partitions=args.partitions, cluster_replicas=args.cluster_replicas,
     )  # fmt: skip
     if ON_CLUSTER in strategies and not args.private:
         print(
@@ -621,11 +626,12 @@ def bench(settings: Settings, config: BenchConfig, sizes: list[int], polls: int,
         if ON_CLUSTER in config.strategies:
             from bench.servers import RedisCluster
 
-            cluster = RedisCluster(folder / "redis-cluster")
+            cluster = RedisCluster(folder / "redis-cluster", replicas=config.cluster_replicas)
             servers = (*servers, cluster)
             cluster.start()
             config.cluster_url = cluster.url()
-            print(f"private redis cluster: 3 masters, 3 replicas, from :{cluster.nodes[0].port}")
+            print(f"private redis cluster: 3 masters, {config.cluster_replicas} replicas each, "
+                  f"from :{cluster.nodes[0].port}")  # fmt: skip
     try:
         if config.mode == "poll":
             from bench.pollcost import run_poll_bench

@@ -7,7 +7,7 @@ partition is an ordinary Store running the same scripts; this class routes each 
 - pushes and acknowledgements by the id in each entry (shared/partitions.py), one script call
   per partition touched (a page of 2,000 ids is split, never sent id by id);
 - takes visit the partitions in turn, starting one further each time, so no partition is
-  favoured; each take comes from one partition;
+  favoured, and fill up from the next partitions when the first has too few;
 - heartbeats and guards go to every partition (each partition's reclaimer and scripts read
   their own keys); counts and listings are summed or read from the first partition.
 
@@ -120,16 +120,21 @@ class PartitionedStore:
 
     # -- a worker's entries -------------------------------------------------------------------
     def take(self, worker: str, limit: int) -> Taken:
-        """Up to `limit` entries from the first partition, in turn, that has any: one partition
-        per take, so a reclaimed group is still taken alone and each take acknowledges in one
-        script call. While the queues are deep the first partition asked fills the take."""
+        """Up to `limit` entries from the partitions in turn, filled from the next ones when the
+        first has too few (each partition's queue holds about 1/K of the high water, so one
+        partition alone would keep takes, and write-backs, small). A reclaimed group is taken
+        alone, only as the start of a take."""
         if limit == 0:  # what blocking waits delivered, in every partition
             return Taken(False, [e for part in self.parts for e in part.take(worker, 0).entries])
+        taken: list[bytes] = []
         for index in rotation(self._start(), self.count):
-            taken = self.parts[index].take(worker, limit)
-            if taken.entries:
-                return taken
-        return Taken(False, [])
+            suspect, entries = self.parts[index].take(worker, limit - len(taken), groups=not taken)
+            if suspect:
+                return Taken(True, entries)
+            taken += entries
+            if len(taken) >= limit:
+                break
+        return Taken(False, taken)
 
     def wait_for_work(self, worker: str, timeout: float) -> bool:
         """Block on each partition's queue in turn for a share of `timeout` (a blocking move

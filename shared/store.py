@@ -119,13 +119,14 @@ class Store:
         self._run("lease", [self.keys.leader], [owner, 0, "release"])
 
     # -- a worker's entries (pop.lua, ack.lua) ----------------------------------------------
-    def take(self, worker: str, limit: int) -> Taken:
+    def take(self, worker: str, limit: int, groups: bool = True) -> Taken:
         """Up to `limit` entries (a suspect group first) into the worker's processing set.
 
-        limit 0 only moves what a blocking wait delivered to the worker's landing list."""
+        limit 0 only moves what a blocking wait delivered to the worker's landing list.
+        groups=False: no suspect group (filling a batch begun in another partition)."""
         k = self.keys
         suspect, entries = self._run(
-            "pop", [k.queue, k.suspects, k.processing(worker), k.landing(worker)], [limit]
+            "pop", [k.queue, k.suspects, k.processing(worker), k.landing(worker)], [limit, int(not groups)]
         )
         return Taken(bool(suspect), entries)
 

@@ -5,12 +5,14 @@
 -- KEYS[3]  processing  SET   entries this worker holds
 -- KEYS[4]  landing     LIST  where this worker's blocking BLMOVE delivered (held, too)
 -- ARGV[1]  how many entries at most (0: only move what landed, e.g. at shutdown)
+-- ARGV[2]  1: take no reclaimed group (the caller is filling a batch it has begun elsewhere,
+--          another partition of the workload: a group must stay alone in its batch)
 -- Returns  {suspect (1 if this is a reclaimed group), {entries...}}
 local limit = tonumber(ARGV[1])
 local taken = redis.call('LRANGE', KEYS[4], 0, -1)
 if #taken > 0 then redis.call('DEL', KEYS[4]) end
 local suspect = 0
-if #taken == 0 and limit > 0 then
+if #taken == 0 and limit > 0 and ARGV[2] ~= '1' then
   local group = redis.call('LPOP', KEYS[2])
   if group then
     for entry in string.gmatch(group, '%S+') do taken[#taken + 1] = entry end

@@ -35,17 +35,18 @@ def test_a_partitioned_workload_spreads_its_ids_and_every_row_is_checked(make_se
     assert (view.queue_depth, view.in_flight, view.counters["checked"]) == (0, 0, 3000)
 
 
-def test_a_take_visits_every_partition_and_an_ack_returns_each_entry_to_its_own(make_settings):
+def test_takes_fill_up_from_the_next_partitions_and_acks_return_entries_to_their_own(make_settings):
     store = make_store(make_settings(partitions=4))
     assert store.hold_lease("me", 60_000) == "me"
     entries = [b"%d:%d" % (i, 1000 + i) for i in range(1, 401)]
     assert store.push("me", entries).pushed == 400
+    depths = [part.queue_depth() for part in store.parts]
     store.publish_heartbeat("worker", "w", {}, 60_000)
-    first = store.take("w", 1000).entries
-    second = store.take("w", 1000).entries
-    assert first and second and set(first).isdisjoint(second)
-    owners = {store._part(e).keys.tag for e in first}
-    assert len(owners) == 1  # a take comes from one partition: one script call to acknowledge
+    first = store.take("w", max(depths) + 10).entries  # more than any one partition holds
+    assert len(first) == max(depths) + 10
+    assert len({store._part(e).keys.tag for e in first}) >= 2
+    second = store.take("w", 50).entries  # the next take starts one partition further
+    assert len(second) == 50 and set(first).isdisjoint(second)
     # Untouched entries go back to the partition each came from; finished ones are released.
     assert store.acknowledge("w", first, second, Counts(checked=len(first)), whole=True) == len(first)
     for part in store.parts:
@@ -53,6 +54,25 @@ def test_a_take_visits_every_partition_and_an_ack_returns_each_entry_to_its_own(
         assert all(store._part(e) is part for e in queued)
     assert store.overview().in_flight == 400 - len(first)
     assert store.held_count("w") == 0
+    assert store.overview().counters["checked"] == len(first)  # counted once
+
+
+def test_a_reclaimed_group_is_taken_alone_even_when_a_take_spans_partitions(make_settings):
+    store = make_store(make_settings(partitions=2))
+    assert store.hold_lease("me", 60_000) == "me"
+    entries = [b"%d:%d" % (i, 1000 + i) for i in range(1, 41)]
+    store.push("me", entries)
+    by_part = {i: [e for e in entries if store._part(e) is part] for i, part in enumerate(store.parts)}
+    group = b" ".join(by_part[1][:3])
+    part = store.parts[1]
+    for entry in by_part[1][:3]:  # as the reclaimer leaves them: out of the queue, in a group
+        part.client.lrem(part.keys.queue, 1, entry)
+    part.client.rpush(part.keys.suspects, group)
+    store.publish_heartbeat("worker", "w", {}, 60_000)
+    takes = [store.take("w", 1000) for _ in range(3)]
+    alone = [t for t in takes if t.suspect]
+    assert len(alone) == 1 and sorted(alone[0].entries) == sorted(group.split(b" "))
+    assert all(not set(t.entries) & set(group.split(b" ")) for t in takes if not t.suspect)
 
 
 def test_a_half_taken_partitioned_lease_ends_with_one_holder(make_settings):
