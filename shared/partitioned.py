@@ -46,6 +46,7 @@ class PartitionedStore:
         self.count = len(keys)
         self._next = itertools.count()  # where the next take starts
         self._delivered: int | None = None  # the partition a blocking wait just delivered from
+        self._groups_at: set[int] = set()  # partitions seen holding reclaimed groups
         self._lock = threading.Lock()
 
     def _part(self, entry: bytes) -> Store:
@@ -55,10 +56,16 @@ class PartitionedStore:
         return split_by_partition(entries, self.count)
 
     def _start(self) -> int:
-        """Where the next take starts: where a wait just delivered, else one further each time."""
+        """Where the next take starts: where a wait just delivered, else where reclaimed groups
+        were seen waiting (a group is taken only at the start of a take: it must not wait for
+        the rotation to come round), else one further each time."""
         with self._lock:
             delivered, self._delivered = self._delivered, None
-            return delivered if delivered is not None else next(self._next) % self.count
+            if delivered is not None:
+                return delivered
+            if self._groups_at:
+                return self._groups_at.pop()
+            return next(self._next) % self.count
 
     # -- dispatching ------------------------------------------------------------------------
     def push(self, owner: str, entries: Sequence[bytes]) -> Pushed:
@@ -128,7 +135,10 @@ class PartitionedStore:
             return Taken(False, [e for part in self.parts for e in part.take(worker, 0).entries])
         taken: list[bytes] = []
         for index in rotation(self._start(), self.count):
-            suspect, entries = self.parts[index].take(worker, limit - len(taken), groups=not taken)
+            suspect, entries, waiting = self.parts[index].take(worker, limit - len(taken), groups=not taken)
+            if waiting:
+                with self._lock:
+                    self._groups_at.add(index)
             if suspect:
                 return Taken(True, entries)
             taken += entries

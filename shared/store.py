@@ -43,6 +43,7 @@ class Pushed(NamedTuple):
 class Taken(NamedTuple):
     suspect: bool  # a group of reclaimed entries, taken alone
     entries: list[bytes]
+    groups_waiting: int = 0  # reclaimed groups still waiting in this queue's partition
 
 
 class Counts(NamedTuple):
@@ -125,10 +126,10 @@ class Store:
         limit 0 only moves what a blocking wait delivered to the worker's landing list.
         groups=False: no suspect group (filling a batch begun in another partition)."""
         k = self.keys
-        suspect, entries = self._run(
+        suspect, entries, waiting = self._run(
             "pop", [k.queue, k.suspects, k.processing(worker), k.landing(worker)], [limit, int(not groups)]
         )
-        return Taken(bool(suspect), entries)
+        return Taken(bool(suspect), entries, int(waiting))
 
     def wait_for_work(self, worker: str, timeout: float) -> bool:
         """Block until the queue has an entry (moved into the landing list); False on timeout."""

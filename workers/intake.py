@@ -33,7 +33,7 @@ class Intake:
         in_hand: the entries the caller is still working on, asked only when a lost reply
         means the processing set must be read back."""
         try:
-            _suspect, entries = self.store.take(self.worker_id, limit)
+            entries = self.store.take(self.worker_id, limit).entries
         except REDIS_DOWN:
             # The script may have run and only its reply been lost: entries would then sit in our
             # processing set unseen. The reclaimer leaves a live worker's set alone, so adopt them.

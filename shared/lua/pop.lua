@@ -7,7 +7,7 @@
 -- ARGV[1]  how many entries at most (0: only move what landed, e.g. at shutdown)
 -- ARGV[2]  1: take no reclaimed group (the caller is filling a batch it has begun elsewhere,
 --          another partition of the workload: a group must stay alone in its batch)
--- Returns  {suspect (1 if this is a reclaimed group), {entries...}}
+-- Returns  {suspect (1 if this is a reclaimed group), {entries...}, groups still waiting}
 local limit = tonumber(ARGV[1])
 local taken = redis.call('LRANGE', KEYS[4], 0, -1)
 if #taken > 0 then redis.call('DEL', KEYS[4]) end
@@ -26,4 +26,4 @@ if suspect == 0 and #taken < limit then
   end
 end
 if #taken > 0 then chunked('SADD', KEYS[3], taken) end
-return {suspect, taken}
+return {suspect, taken, redis.call('LLEN', KEYS[2])}
