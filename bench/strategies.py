@@ -38,7 +38,7 @@ from shared.db import RETRYABLE, Database
 from shared.entries import Item, make_entry
 from shared.launch import launch
 from shared.loop import Service
-from shared.metrics import worker_metrics
+from shared.metrics import RecentMax, worker_metrics
 from shared.presence import Presence
 from shared.redisconn import REDIS_DOWN
 from shared.sql import Queries
@@ -70,7 +70,7 @@ class StrategyWorker(Service):
         self.kind = check_kind(self.check, settings.check_kind)
         self.counters = Counters()
         self.metrics = worker_metrics()
-        self.lateness_max = 0.0
+        self.lateness_max = RecentMax()  # as recheck's workers publish it
         self.conflicts = 0  # deadlocks and lock wait timeouts, retried
         self.lock = threading.Lock()  # consumers share the counters and the histogram
         self.claimers = [Claimer(self, self.db)]
@@ -89,7 +89,6 @@ class StrategyWorker(Service):
     def beat(self) -> None:
         c = self.counters
         buckets, _ = self.metrics.lateness.snapshot()
-        window_max, self.lateness_max = self.lateness_max, 0.0
         self.presence.publish(
             {
                 "kind": self.strategy,
@@ -98,7 +97,7 @@ class StrategyWorker(Service):
                 "stale": c.stale,
                 "rate": round(c.rate(), 1),
                 "lateness_buckets": buckets,
-                "lateness_max": round(window_max, 4),
+                "lateness_max": round(self.lateness_max.value(), 4),
                 "conflicts": self.conflicts,
             }
         )
@@ -139,7 +138,7 @@ class StrategyWorker(Service):
         lateness = [(now_ms - item.due_ms) / 1000 for item in items]
         with self.lock:
             self.metrics.lateness.observe_many(lateness)
-            self.lateness_max = max(self.lateness_max, max(lateness))
+            self.lateness_max.observe(max(lateness))
             c = self.counters
             c.checked += written.succeeded
             c.failed += written.failed

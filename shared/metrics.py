@@ -13,6 +13,8 @@ from __future__ import annotations
 import bisect
 import logging
 import threading
+import time
+from collections import deque
 from collections.abc import Iterable, Sequence
 from functools import cache
 
@@ -91,6 +93,28 @@ class LabelledBulkHistograms:
             cumulative, total = histogram.cumulative()
             family.add_metric([workload], cumulative, total)
         yield family
+
+
+class RecentMax:
+    """The largest value seen in the last `window` seconds (thread-safe). Published in each
+    heartbeat, so a reader sampling less often than the heartbeat beats (the benchmark, once a
+    second) still sees every maximum: the windows of successive heartbeats overlap."""
+
+    def __init__(self, window: float = 2.0):
+        self.window = window
+        self._seen: deque[tuple[float, float]] = deque()
+        self._lock = threading.Lock()
+
+    def observe(self, value: float) -> None:
+        with self._lock:
+            self._seen.append((time.monotonic(), value))
+
+    def value(self) -> float:
+        with self._lock:
+            cutoff = time.monotonic() - self.window
+            while self._seen and self._seen[0][0] < cutoff:
+                self._seen.popleft()
+            return max((v for _, v in self._seen), default=0.0)
 
 
 class _Bound:

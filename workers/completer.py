@@ -25,7 +25,7 @@ from shared.config import Settings, log_prefix
 from shared.db import Database
 from shared.entries import Item
 from shared.failing import error_group
-from shared.metrics import WorkerMetrics
+from shared.metrics import RecentMax, WorkerMetrics
 from shared.redisconn import REDIS_DOWN
 from shared.store import Counts, Store
 from workers.checks import Outcome
@@ -74,7 +74,7 @@ class Completer:
         # A batch worker holds nothing but the batch it completes; a per-row worker holds more.
         self.whole_batches = whole_batches
         self.counters = Counters()
-        self.lateness_max = 0.0  # the largest lateness written since the last heartbeat
+        self.lateness_max = RecentMax()  # the largest lateness written in the last 2 s
         self.last_error: str | None = None  # the latest failure's message, for status and logs
         self._lock = threading.Lock()
         self._writing: tuple[float, list[bytes]] | None = None  # (since, entries) of the write under way
@@ -89,10 +89,15 @@ class Completer:
         if items:
             with self._lock:
                 self._writing, self._given_back, self._held_back = (time.monotonic(), entries), False, False
+            attempts = 0
+
+            def write() -> Written:
+                nonlocal attempts
+                attempts += 1  # persist() tries again only after an outage (a lost connection)
+                return self.writeback.write(items, outcomes, retry=attempts > 1)
+
             try:
-                written = self.persist(
-                    lambda: self.writeback.write(items, outcomes), given_up=lambda: self._given_back
-                )
+                written = self.persist(write, given_up=lambda: self._given_back)
             finally:
                 with self._lock:
                     self._writing = None
@@ -192,9 +197,4 @@ class Completer:
         ]
         if lateness:
             self.metrics.lateness.observe_many(lateness)
-            self.lateness_max = max(self.lateness_max, max(lateness))
-
-    def take_lateness_max(self) -> float:
-        """The largest lateness since the previous call (one heartbeat's window)."""
-        window_max, self.lateness_max = self.lateness_max, 0.0
-        return window_max
+            self.lateness_max.observe(max(lateness))

@@ -89,7 +89,7 @@ class Lane:
                 "rate": round(c.rate(), 1),
                 "take": self.batch.sizer.size if self.batch is not None else self.settings.worker_batch,
                 "lateness_buckets": lateness,  # counts per SECONDS_BUCKETS bucket since start
-                "lateness_max": round(self.completer.take_lateness_max(), 4),  # since the last beat
+                "lateness_max": round(self.completer.lateness_max.value(), 4),  # in the last 2 s
                 "recent_checked": recent.checked,  # the last minute's, for "checks failing"
                 "recent_failed": recent.failed,
                 "last_error": self.completer.last_error,

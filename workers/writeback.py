@@ -9,6 +9,9 @@ What the table does to a batch is handled here, once, for both loops:
 - a row the application holds locked longer than recheck's lock wait: the rest of the batch
   is written (the rows nobody holds are locked with SKIP LOCKED first) and that row is deferred,
   let go for the sweep to bring back once it is overdue;
+- rows still locked when a write is retried after its connection was lost: MySQL may be
+  rolling back this very write's transaction (crash recovery, or a killed session) and holds
+  its rows until it is done, so such a retry waits a few lock waits longer before deferring;
 - a value a column refuses (too long for it, not one of an ENUM's values, a result the result
   column cannot hold): the batch is written in halves until the refusing rows stand alone, and
   each of them is recorded as failed with the server's reason. Never a crash, never a loop.
@@ -34,6 +37,9 @@ from workers.checks import Outcome
 log = logging.getLogger(__name__)
 
 CLOCK_REFRESH = 60.0  # seconds between readings of the database clock, for lateness figures
+# Lock waits a retry after a lost connection spends on its rows before deferring them: InnoDB
+# rolls back a crashed server's open transactions in the background after it restarts.
+PATIENT_LOCK_WAITS = 3
 
 
 @dataclass(frozen=True)
@@ -131,15 +137,16 @@ class WriteBack:
         """Raise DatabaseDown (or DatabaseRefused) unless MySQL takes writes right now."""
         self.db.execute(self.queries.writable)
 
-    def write(self, items: Sequence[Item], outcomes: Sequence[Outcome]) -> Written:
+    def write(self, items: Sequence[Item], outcomes: Sequence[Outcome], retry: bool = False) -> Written:
+        """retry: an earlier attempt of this write lost its connection (see PATIENT_LOCK_WAITS)."""
         if self.table is None:
             self.learn_table()
-        return self._write_isolating(list(zip(items, outcomes, strict=True)))
+        return self._write_isolating(list(zip(items, outcomes, strict=True)), retry)
 
-    def _write_isolating(self, pairs: list[tuple[Item, Outcome]]) -> Written:
+    def _write_isolating(self, pairs: list[tuple[Item, Outcome]], retry: bool = False) -> Written:
         """Write the pairs; where a column refuses a value, halve until each refusing row is alone."""
         try:
-            return self._write(pairs)
+            return self._write(pairs, retry)
         except RowsRefused as refused:
             if len(pairs) > 1:
                 half = len(pairs) // 2
@@ -158,18 +165,26 @@ class WriteBack:
                   log_prefix(self.settings), item.id, refused)  # fmt: skip
         return Written(0, 0, 0, (item.entry,))
 
-    def _write(self, pairs: list[tuple[Item, Outcome]]) -> Written:
+    def _write(self, pairs: list[tuple[Item, Outcome]], retry: bool = False) -> Written:
         """One transaction (one statement when all succeeded); if another transaction holds a
-        row, the rows nobody holds are locked first and written, the held ones deferred."""
-        try:
-            statements, tally = self._statements(pairs)
-            return tally(self.db.transaction(statements)) if statements else NOTHING_WRITTEN
-        except pymysql.err.MySQLError as error:
-            code = error_code(error)
-            if code in DATA_ERRORS:
-                raise RowsRefused(str(error)) from error
-            if code not in (LOCK_WAIT_TIMEOUT, DEADLOCK):
-                raise
+        row, the rows nobody holds are locked first and written, the held ones deferred. A
+        retry after a lost connection first waits PATIENT_LOCK_WAITS lock waits for its rows."""
+        statements, tally = self._statements(pairs)
+        if not statements:
+            return NOTHING_WRITTEN
+        for attempt in range(1 + (PATIENT_LOCK_WAITS if retry else 0)):
+            try:
+                return tally(self.db.transaction(statements))
+            except pymysql.err.MySQLError as error:
+                code = error_code(error)
+                if code in DATA_ERRORS:
+                    raise RowsRefused(str(error)) from error
+                if code not in (LOCK_WAIT_TIMEOUT, DEADLOCK):
+                    raise
+            if retry and attempt == 0:
+                log.warning("%srows of a write retried after a lost connection are still locked (the "
+                            "server rolling back the lost attempt?); waiting up to %d more lock waits",
+                            log_prefix(self.settings), PATIENT_LOCK_WAITS)  # fmt: skip
         return self.db.run_in_transaction(lambda cursor: self._write_unlocked(cursor, pairs))
 
     def _write_unlocked(self, cursor, pairs: list[tuple[Item, Outcome]]) -> Written:

@@ -72,6 +72,42 @@ def test_a_row_locked_by_the_application_is_deferred_and_the_rest_of_its_batch_w
     assert query(sql, ROW, (7,))[0][1] == 1  # checked once the lock was gone
 
 
+def test_a_write_retried_after_a_lost_connection_waits_for_rows_still_locked(
+    make_worker, settings, sql, mariadb
+):
+    """After a crash or a killed session, MySQL rolls the lost attempt's transaction back and
+    holds its rows meanwhile: the worker's retry must wait for them, not defer them (a deferred
+    row is checked a second time). Here another session holds the rows for 2.5 s across the
+    retry, and the worker's connection is killed between the check and its write."""
+    import threading
+
+    seed_rows(settings, 50, due_now=True)
+    dispatch_all(settings)
+    app = mariadb.connect(settings.mysql.database)
+    admin = mariadb.connect(settings.mysql.database)
+    worker = make_worker(settings, checks.ok)
+    victim = worker.db.scalar("SELECT CONNECTION_ID()")
+
+    def lock_then_cut(ids):
+        with app.cursor() as cursor:
+            cursor.execute("BEGIN")
+            cursor.execute("SELECT user_id FROM user_block_status FOR UPDATE")
+        threading.Timer(2.5, app.rollback).start()  # the "rollback" ends 2.5 s from now
+        with admin.cursor() as cursor:
+            cursor.execute(f"KILL {int(victim)}")  # the write that follows finds no connection
+        return ["ok"] * len(ids)
+
+    worker.lanes[0].batch.check = lock_then_cut
+    try:
+        worker.poll()
+    finally:
+        time.sleep(3)  # the timer has rolled back by now
+        app.close()
+        admin.close()
+    written = scalar(sql, "SELECT COUNT(*) FROM user_block_status WHERE check_count = 1")
+    assert (written, worker.counters.deferred) == (50, 0)
+
+
 @pytest.fixture
 def app_user(settings, mariadb):
     """A MySQL user without SUPER (read_only does not apply to root) that recheck runs as."""
