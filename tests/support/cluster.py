@@ -277,6 +277,28 @@ class Cluster:
         self.note(f"kill -9 worker pid {victim.pid} holding {held} ids")
         return held
 
+    def kill_the_leader(self) -> float:
+        """kill -9 the dispatcher holding the lease (of every partition); returns the seconds
+        until another one holds every lease and has dispatched."""
+        store = self.store()
+        old = int(store.lease_holder().split("-")[-2])  # ids are host-pid-random
+        victim = next(p for p in self.dispatchers if p.pid == old)
+        victim.kill()
+        killed = time.monotonic()
+        self.note(f"kill -9 leader pid {old}")
+
+        def standby_leads_and_dispatches() -> bool:
+            holders = {part.lease_holder() for part in store.parts}
+            if len(holders) != 1 or None in holders or f"-{old}-" in next(iter(holders)):
+                return False
+            beat = [d for d in store.live_dispatchers() if d.get("id") in holders]
+            return bool(beat) and beat[0].get("dispatched", 0) > 0
+
+        wait_for(standby_leads_and_dispatches, 15, "the standby to take every lease and dispatch")
+        takeover = time.monotonic() - killed
+        self.note(f"standby leading and dispatching {takeover:.2f} s after the kill")
+        return takeover
+
     def pause(self, seconds: float) -> None:
         """Let the cluster run (a sampling period, not a wait for a condition)."""
         time.sleep(seconds)
