@@ -197,6 +197,9 @@ class Settings(BaseSettings):
     # (workers/batchsize.py). At or below worker_batch: one call per take, as before.
     worker_take_max: Annotated[int, Field(ge=1, le=20_000)] = 4000
     high_water: Annotated[int, Field(ge=1, le=10_000_000)] = 20_000
+    # Write-backs of this workload running at once, over every worker (workers/writeslots.py);
+    # 0 = no limit. Many at once contend inside InnoDB; raise it for a MySQL with many cores.
+    write_slots: Annotated[int, Field(ge=0, le=1000)] = 2
     poll_interval: Seconds = 0.05
 
     # Liveness and recovery.
@@ -324,7 +327,7 @@ WORKLOAD_KEYS = (
     "mysql_url", "table", "id_column", "due_column", "checked_column", "result_column", "count_column",
     "fail_column", "error_column", "interval", "interval_column", "min_interval", "max_interval", "check",
     "check_kind", "check_timeout", "concurrency", "worker_batch", "worker_take_max",
-    "dispatch_batch", "high_water",
+    "dispatch_batch", "high_water", "write_slots",
     "retry_base", "retry_max", "max_reclaims", "weight", "partitions",
 )  # fmt: skip
 

@@ -80,6 +80,8 @@ class Keys:
         self.completed = f"{tag}:completed"  # HASH id -> due_ms completed during a guarded pass
         self.errors = f"{tag}:errors"  # HASH normalised error -> JSON {count, first, last, examples}
         self.freshness = f"{tag}:freshness"  # STRING JSON: the latest freshness sample, with a TTL
+        self.writers = f"{tag}:writers"  # ZSET worker -> when its write slot lapses (writeslot.lua)
+        self.writers_freed = f"{tag}:writers:freed"  # LIST: a slot was given back (waiters block on it)
 
     def processing(self, worker_id: str) -> str:
         """SET of entries a worker holds; an ack only counts for entries still in it."""

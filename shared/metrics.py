@@ -172,6 +172,13 @@ class WorkerMetrics:
             buckets=SECONDS_BUCKETS,
             registry=registry,
         )
+        self.write_slot_wait = Counter(
+            "recheck_write_slot_wait_seconds_total",
+            "Time workers spent getting a write slot before a write-back (RECHECK_WRITE_SLOTS): "
+            "growing by about a second per second and per worker, the slots are too few",
+            WORKLOAD,
+            registry=registry,
+        )
         self.lateness = LabelledBulkHistograms(
             "recheck_lateness_seconds", "Time from a row's due time to its result being written back"
         )
@@ -188,6 +195,7 @@ class WorkloadWorkerMetrics:
         self.checks = _Bound(families.checks, workload)
         self.malformed = families.malformed.labels(workload)
         self.check_duration = families.check_duration.labels(workload)
+        self.write_slot_wait = families.write_slot_wait.labels(workload)
         self.lateness = families.lateness.labels(workload)
 
 

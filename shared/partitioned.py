@@ -190,7 +190,16 @@ class PartitionedStore:
             )  # fmt: skip
         return still_held
 
-    # -- failures grouped by error: kept in the first partition ---------------------------------
+    # -- write slots and failures grouped by error: kept in the first partition ---------------
+    def take_write_slot(self, worker: str, slots: int, lease_ms: int) -> bool:
+        return self.parts[0].take_write_slot(worker, slots, lease_ms)
+
+    def give_write_slot(self, worker: str, slots: int, lease_ms: int) -> None:
+        self.parts[0].give_write_slot(worker, slots, lease_ms)
+
+    def wait_for_write_slot(self, timeout: float) -> bool:
+        return self.parts[0].wait_for_write_slot(timeout)
+
     def record_errors(self, groups: dict[str, tuple[int, list[str]]], now: float) -> None:
         self.parts[0].record_errors(groups, now)
 
@@ -221,10 +230,10 @@ class PartitionedStore:
     def presence_keys(self, role: str, member: str) -> tuple[str, str]:
         return self.parts[0].presence_keys(role, member)
 
-    def publish_heartbeat(self, role: str, member: str, payload: dict, ttl_ms: int) -> None:
+    def publish_heartbeat(self, role: str, member: str, payload: dict, ttl_ms: int) -> int:
         """In every partition: each partition's reclaimer reads its own heartbeat keys."""
-        for part in self.parts:
-            part.publish_heartbeat(role, member, payload, ttl_ms)
+        counts = [part.publish_heartbeat(role, member, payload, ttl_ms) for part in self.parts]
+        return counts[0]
 
     def withdraw_heartbeat(self, role: str, member: str) -> None:
         for part in self.parts:

@@ -27,6 +27,7 @@ class Presence:
         self.member = member
         self.ttl_ms = round(ttl_seconds * 1000)
         self.started = time.time()
+        self.registered = 0  # members of the role's registry at the last beat (this one included)
 
     @property
     def key(self) -> str:
@@ -41,7 +42,7 @@ class Presence:
             "started": round(self.started, 3),
             **facts,
         }
-        self.store.publish_heartbeat(self.role, self.member, payload, self.ttl_ms)
+        self.registered = self.store.publish_heartbeat(self.role, self.member, payload, self.ttl_ms)
 
     def withdraw(self) -> None:
         self.store.withdraw_heartbeat(self.role, self.member)

@@ -22,7 +22,7 @@ import redis
 
 from shared.keys import Keys
 
-SCRIPT_NAMES = ("dispatch", "pop", "ack", "reclaim", "orphans", "lease", "errors")
+SCRIPT_NAMES = ("dispatch", "pop", "ack", "reclaim", "orphans", "lease", "errors", "writeslot")
 DELETE_CHUNK = 1000
 MAX_ERROR_GROUPS = 50  # distinct error messages kept per workload (errors.lua)
 ERROR_EXAMPLES = 5  # example ids kept per message
@@ -163,6 +163,20 @@ class Store:
             [int(whole), len(done), len(deferred), *counts, *done, *deferred, *back],
         )  # fmt: skip
 
+    # -- write slots (writeslot.lua) -----------------------------------------------------------
+    def take_write_slot(self, worker: str, slots: int, lease_ms: int) -> bool:
+        """One of the workload's `slots` write slots for `worker`, if one is free (or already its)."""
+        k = self.keys
+        return self._run("writeslot", [k.writers, k.writers_freed], [worker, "take", slots, lease_ms]) == 1
+
+    def give_write_slot(self, worker: str, slots: int, lease_ms: int) -> None:
+        k = self.keys
+        self._run("writeslot", [k.writers, k.writers_freed], [worker, "give", slots, lease_ms])
+
+    def wait_for_write_slot(self, timeout: float) -> bool:
+        """Block until a slot is given back (or `timeout` passes); True if one was."""
+        return self.client.blpop([self.keys.writers_freed], timeout) is not None
+
     # -- failures grouped by error (errors.lua) ----------------------------------------------
     def record_errors(self, groups: dict[str, tuple[int, list[str]]], now: float) -> None:
         """Add a batch's failures: message -> (how many, example ids)."""
@@ -277,12 +291,14 @@ class Store:
             return k.heartbeat(member), k.workers
         return k.dispatcher_heartbeat(member), k.dispatchers
 
-    def publish_heartbeat(self, role: str, member: str, payload: dict, ttl_ms: int) -> None:
+    def publish_heartbeat(self, role: str, member: str, payload: dict, ttl_ms: int) -> int:
+        """Refresh the member's heartbeat; returns how many members the registry now holds."""
         key, registry = self.presence_keys(role, member)
         pipe = self.client.pipeline(transaction=True)
         pipe.set(key, json.dumps(payload), px=ttl_ms)
         pipe.sadd(registry, member)
-        pipe.execute()
+        pipe.scard(registry)
+        return pipe.execute()[-1]
 
     def withdraw_heartbeat(self, role: str, member: str) -> None:
         key, registry = self.presence_keys(role, member)

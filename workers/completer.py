@@ -30,6 +30,7 @@ from shared.redisconn import REDIS_DOWN
 from shared.store import Counts, Store
 from workers.checks import Outcome
 from workers.writeback import NOTHING_WRITTEN, WriteBack, Written
+from workers.writeslots import WriteSlots
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +66,13 @@ class Completer:
         persist: Callable,
         metrics: WorkerMetrics,
         whole_batches: bool,
+        slots: WriteSlots,
     ):
         self.writeback = WriteBack(settings, db)
         self.store = store
         self.worker_id = worker_id
         self.persist = persist  # retries a step through outages until the stop deadline
+        self.slots = slots  # how many write-backs of the workload may run at once
         self.metrics = metrics
         # A batch worker holds nothing but the batch it completes; a per-row worker holds more.
         self.whole_batches = whole_batches
@@ -87,20 +90,8 @@ class Completer:
         written = NOTHING_WRITTEN
         self.last_error = next((o.text for o in reversed(outcomes) if not o.ok), self.last_error)
         if items:
-            with self._lock:
-                self._writing, self._given_back, self._held_back = (time.monotonic(), entries), False, False
-            attempts = 0
-
-            def write() -> Written:
-                nonlocal attempts
-                attempts += 1  # persist() tries again only after an outage (a lost connection)
-                return self.writeback.write(items, outcomes, retry=attempts > 1)
-
-            try:
-                written = self.persist(write, given_up=lambda: self._given_back)
-            finally:
-                with self._lock:
-                    self._writing = None
+            with self.slots.held():  # waiting for a slot is not a stuck write: its clock starts after
+                written = self.write(items, outcomes)
         if written is None:  # given back already, or MySQL stayed away through the stop deadline
             self.give_back(entries, malformed)  # a second give-back changes nothing: nothing is held
             return
@@ -112,6 +103,25 @@ class Completer:
         if items:
             self.counters.batches += 1
             self.record_lateness(items, outcomes, deferred)
+
+    def write(self, items: Sequence[Item], outcomes: Sequence[Outcome]) -> Written | None:
+        """The fenced write-back, through outages; None if given back meanwhile (stuck) or if MySQL
+        stayed away through the stop deadline."""
+        entries = [item.entry for item in items]
+        with self._lock:
+            self._writing, self._given_back, self._held_back = (time.monotonic(), entries), False, False
+        attempts = 0
+
+        def attempt() -> Written:
+            nonlocal attempts
+            attempts += 1  # persist() tries again only after an outage (a lost connection)
+            return self.writeback.write(items, outcomes, retry=attempts > 1)
+
+        try:
+            return self.persist(attempt, given_up=lambda: self._given_back)
+        finally:
+            with self._lock:
+                self._writing = None
 
     def record_errors(self, items: Sequence[Item], outcomes: Sequence[Outcome]) -> None:
         """Count this batch's failures by error in Redis (best effort: status and the dashboard

@@ -26,6 +26,7 @@ from workers.completer import Completer
 from workers.intake import Intake
 from workers.rowloop import RowLoop
 from workers.turns import Turns
+from workers.writeslots import WriteSlots
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +41,14 @@ class Lane:
         self.check_name = f"{self.check.__module__}:{self.check.__qualname__}"
         self.metrics = worker_metrics(self.name)
         self.intake = Intake(self.store, worker.id)
+        slots = WriteSlots(
+            self.store, worker.id, settings.write_slots, settings.heartbeat_ttl,
+            stopping=lambda: self.life.stopping, waited=self.metrics.write_slot_wait.inc,
+            writers=lambda: self.presence.registered,
+        )  # fmt: skip
         self.completer = Completer(
             settings, self.db, self.store, worker.id, self.life.persist, self.metrics,
-            whole_batches=self.kind == "batch",
+            whole_batches=self.kind == "batch", slots=slots,
         )  # fmt: skip
         self.counters = self.completer.counters
         parts = (settings, self.check, self.intake, self.completer, self.life, self.metrics)

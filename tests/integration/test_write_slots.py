@@ -1,0 +1,132 @@
+"""Write slots (workers/writeslots.py) on a real Redis: no more write-backs of a workload at once
+than RECHECK_WRITE_SLOTS, a dead holder's slot lapses, and a slot never holds a write up when
+Redis is away or the worker is stopping."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import redis
+
+from bench.servers import free_port
+from shared.keys import Keys
+from shared.store import Store
+from tests.support.checks import ok
+from tests.support.helpers import make_store, scalar, seed_rows
+from workers.writeslots import WriteSlots
+
+
+def slots_for(store, holder: str, slots: int, lease_s: float = 5.0, stopping=lambda: False) -> WriteSlots:
+    return WriteSlots(store, holder, slots, lease_s, stopping=stopping)
+
+
+@pytest.mark.parametrize("partitions", [1, 4])
+def test_no_more_write_backs_run_at_once_than_there_are_slots(make_settings, partitions):
+    store = make_store(make_settings(partitions=partitions))
+    inside, most, entered = 0, 0, 0
+    lock = threading.Lock()
+    waited: list[float] = []
+
+    def writer(name: str) -> None:
+        nonlocal inside, most, entered
+        gate = WriteSlots(store, name, 2, 5.0, stopping=lambda: False, waited=waited.append)
+        for _ in range(5):
+            with gate.held() as taken:
+                assert taken
+                with lock:
+                    inside += 1
+                    entered += 1
+                    most = max(most, inside)
+                time.sleep(0.03)  # the write-back
+                with lock:
+                    inside -= 1
+
+    threads = [threading.Thread(target=writer, args=(f"worker-{i}",)) for i in range(6)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    elapsed = time.monotonic() - started
+    assert entered == 30
+    assert most == 2, f"{most} write-backs at once with 2 slots"
+    assert elapsed >= 30 * 0.03 / 2  # two at a time, never more
+    assert max(waited) > 0.05  # some writers did wait for a slot
+    assert store.client.zcard(store.keys.writers) == 0  # every slot given back
+
+
+def test_a_waiter_gets_a_given_back_slot_at_once(settings):
+    store = make_store(settings)
+    holder = slots_for(store, "holder", 1)
+    got_at: list[float] = []
+
+    def waiter() -> None:
+        with slots_for(store, "waiter", 1).held() as taken:
+            got_at.append(time.monotonic())
+            assert taken
+
+    with holder.held():
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        time.sleep(0.35)  # the waiter is blocked in Redis meanwhile
+        assert not got_at
+        given_at = time.monotonic()
+    thread.join(5)
+    assert got_at and got_at[0] - given_at < 0.05, "woken by the give-back, not by asking again later"
+
+
+def test_a_dead_holders_slot_lapses_after_its_lease(settings):
+    store = make_store(settings)
+    assert store.take_write_slot("dead-worker", 1, 500)  # taken, never given back
+    started = time.monotonic()
+    with slots_for(store, "alive", 1, lease_s=5.0).held() as taken:
+        waited = time.monotonic() - started
+    assert taken
+    assert 0.4 <= waited < 1.0, f"waited {waited:.2f} s for a slot whose holder died, lease 0.5 s"
+
+
+def test_a_stopping_worker_writes_without_waiting_for_a_slot(settings):
+    store = make_store(settings)
+    assert store.take_write_slot("other", 1, 60_000)
+    started = time.monotonic()
+    with slots_for(store, "stopping", 1, stopping=lambda: True).held() as taken:
+        assert not taken
+    assert time.monotonic() - started < 0.5
+    assert store.client.zrange(store.keys.writers, 0, -1) == [b"other"]  # its slot untouched
+
+
+def test_with_redis_away_the_write_goes_ahead_without_a_slot(make_settings):
+    store = make_store(make_settings(redis_url=f"redis://127.0.0.1:{free_port()}/0"))  # nobody there
+    started = time.monotonic()
+    with slots_for(store, "cut-off", 2).held() as taken:
+        assert not taken
+    assert time.monotonic() - started < 2.0
+
+
+@pytest.mark.parametrize(("slots", "workers"), [(0, 24), (2, 2)], ids=["no limit", "few workers"])
+def test_redis_is_not_asked_when_nobody_could_be_kept_waiting(slots, workers):
+    store = Store(redis.Redis(port=free_port()), Keys("none"))  # asking it would raise
+    gate = WriteSlots(store, "w", slots, 5.0, stopping=lambda: False, writers=lambda: workers)
+    with gate.held() as taken:
+        assert not taken
+
+
+def test_a_worker_waits_for_a_write_slot_before_writing_back(make_settings, sql, make_worker):
+    from dispatcher.dispatcher import START
+    from tests.support.helpers import make_pusher
+
+    settings = make_settings(write_slots=1)
+    seed_rows(settings, 100, due_now=True)
+    assert make_pusher(settings).push_page(START, 1000).pushed == 100
+    store = make_store(settings)
+    store.publish_heartbeat("worker", "elsewhere", {}, 60_000)  # another worker of the workload
+    assert store.take_write_slot("elsewhere", 1, 800)  # holds the only slot: it lapses in 0.8 s
+    worker = make_worker(settings, ok)
+    started = time.monotonic()
+    worker.poll()
+    waited = time.monotonic() - started
+    assert scalar(sql, "SELECT COUNT(*) FROM user_block_status WHERE check_count = 1") == 100
+    assert waited >= 0.6, f"wrote after {waited:.2f} s while another worker held the only slot"
+    assert store.client.zcard(store.keys.writers) == 0  # given back after the write
