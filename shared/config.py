@@ -199,7 +199,7 @@ class Settings(BaseSettings):
     high_water: Annotated[int, Field(ge=1, le=10_000_000)] = 20_000
     # Write-backs of this workload running at once, over every worker (workers/writeslots.py);
     # 0 = no limit. Many at once contend inside InnoDB; raise it for a MySQL with many cores.
-    write_slots: Annotated[int, Field(ge=0, le=1000)] = 2
+    write_slots: Annotated[int, Field(ge=0, le=64)] = 2
     poll_interval: Seconds = 0.05
 
     # Liveness and recovery.

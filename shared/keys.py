@@ -80,8 +80,7 @@ class Keys:
         self.completed = f"{tag}:completed"  # HASH id -> due_ms completed during a guarded pass
         self.errors = f"{tag}:errors"  # HASH normalised error -> JSON {count, first, last, examples}
         self.freshness = f"{tag}:freshness"  # STRING JSON: the latest freshness sample, with a TTL
-        self.writers = f"{tag}:writers"  # ZSET worker -> when its write slot lapses (writeslot.lua)
-        self.writers_freed = f"{tag}:writers:freed"  # LIST: a slot was given back (waiters block on it)
+        self.writers_freed = f"{tag}:writers:freed"  # LIST: a write slot was given back (waiters block on it)
 
     def processing(self, worker_id: str) -> str:
         """SET of entries a worker holds; an ack only counts for entries still in it."""
@@ -90,6 +89,10 @@ class Keys:
     def landing(self, worker_id: str) -> str:
         """LIST a blocked worker's BLMOVE delivers into; part of what the worker holds."""
         return f"{self._tag}:landing:{worker_id}"
+
+    def write_slot(self, number: int) -> str:
+        """STRING: the worker holding write slot `number` (1..RECHECK_WRITE_SLOTS), with a TTL."""
+        return f"{self._tag}:writers:{number}"
 
     def heartbeat(self, worker_id: str) -> str:
         """STRING with a short TTL, refreshed while the worker lives; JSON facts for status."""

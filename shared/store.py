@@ -167,11 +167,13 @@ class Store:
     def take_write_slot(self, worker: str, slots: int, lease_ms: int) -> bool:
         """One of the workload's `slots` write slots for `worker`, if one is free (or already its)."""
         k = self.keys
-        return self._run("writeslot", [k.writers, k.writers_freed], [worker, "take", slots, lease_ms]) == 1
+        keys = [k.writers_freed, *(k.write_slot(n) for n in range(1, slots + 1))]
+        return self._run("writeslot", keys, [worker, "take", lease_ms]) > 0
 
     def give_write_slot(self, worker: str, slots: int, lease_ms: int) -> None:
         k = self.keys
-        self._run("writeslot", [k.writers, k.writers_freed], [worker, "give", slots, lease_ms])
+        keys = [k.writers_freed, *(k.write_slot(n) for n in range(1, slots + 1))]
+        self._run("writeslot", keys, [worker, "give", lease_ms])
 
     def wait_for_write_slot(self, timeout: float) -> bool:
         """Block until a slot is given back (or `timeout` passes); True if one was."""

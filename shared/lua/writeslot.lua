@@ -1,31 +1,32 @@
 -- writeslot.lua: take or give back one of a workload's write slots, deployment-wide.
--- KEYS[1]  writers  ZSET  holder -> when its slot lapses (ms on the Redis clock)
--- KEYS[2]  freed    LIST  one element per slot given back, for a waiter's BLPOP (at most
---                         ARGV[3] long): waiters block instead of asking again and again
+-- KEYS[1]     freed  LIST    one element per slot given back, for a waiter's BLPOP (at most as
+--                            long as there are slots): waiters block instead of asking again and again
+-- KEYS[2..]   slots  STRING  one key per slot: its holder, with a TTL (the slot's lease)
 -- ARGV[1]  the holder (a worker id)
 -- ARGV[2]  "take" or "give"
--- ARGV[3]  how many slots there are
--- ARGV[4]  how long a slot is held at most, in ms: a holder that dies frees it then
--- Returns  1 if the holder now has a slot (take) or gave one back (give), else 0.
+-- ARGV[3]  how long a slot is held at most, in ms: a holder that dies frees it then
+-- Returns  the slot's number (take: the one now held; give: the one given back), or 0 if none.
 -- Why: every write-back moves its rows' entries to the same end of the due index, and many
 -- at once contend inside InnoDB (measured: 24 writers cost MySQL twice what 2 cost per row).
--- A slot held past its lease simply lapses: at worst one more writer than the limit for a while.
-local slots, lease = tonumber(ARGV[3]), tonumber(ARGV[4])
-if ARGV[2] == 'give' then
-  local gave = redis.call('ZREM', KEYS[1], ARGV[1])
-  if gave == 1 then
-    redis.call('LPUSH', KEYS[2], '1')
-    redis.call('LTRIM', KEYS[2], 0, slots - 1)
-    redis.call('PEXPIRE', KEYS[2], lease)
+-- A slot held past its lease simply lapses (Redis expires its key: no clock is read here): at
+-- worst one more writer than the limit for a while.
+local holder, lease = ARGV[1], tonumber(ARGV[3])
+for i = 2, #KEYS do
+  if redis.call('GET', KEYS[i]) == holder then
+    if ARGV[2] == 'give' then
+      redis.call('DEL', KEYS[i])
+      redis.call('LPUSH', KEYS[1], '1')
+      redis.call('LTRIM', KEYS[1], 0, #KEYS - 2)
+      redis.call('PEXPIRE', KEYS[1], lease)
+    else
+      redis.call('PEXPIRE', KEYS[i], lease)
+    end
+    return i - 1
   end
-  return gave
 end
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZSCORE', KEYS[1], ARGV[1]) or redis.call('ZCARD', KEYS[1]) < slots then
-  redis.call('ZADD', KEYS[1], now + lease, ARGV[1])
-  redis.call('PEXPIRE', KEYS[1], lease)
-  return 1
+if ARGV[2] == 'take' then
+  for i = 2, #KEYS do
+    if redis.call('SET', KEYS[i], holder, 'NX', 'PX', lease) then return i - 1 end
+  end
 end
 return 0
