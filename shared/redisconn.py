@@ -1,7 +1,7 @@
 """Redis client construction and the errors that mean "Redis is away, retry later".
 
 RECHECK_REDIS_URL names one Redis server, or any node of a Redis Cluster: the server itself
-says which (`INFO cluster`: cluster_enabled:1), and a cluster gets redis-py's cluster client,
+says which (CLUSTER SLOTS answers on a cluster node only), and a cluster gets redis-py's cluster client,
 which follows MOVED/ASK redirections and rereads the slot map after a failover or a reshard.
 """
 
@@ -12,7 +12,7 @@ import time
 import redis
 import redis.cluster
 from redis.backoff import NoBackoff
-from redis.exceptions import ClusterError, RedisClusterException, ResponseError
+from redis.exceptions import ClusterError, NoPermissionError, RedisClusterException, ResponseError
 from redis.retry import Retry
 
 from shared.config import Settings
@@ -75,10 +75,22 @@ def _options() -> dict:
 
 
 def is_cluster(client: redis.Redis) -> bool:
-    """Whether the server is a node of a Redis Cluster (raises REDIS_DOWN if it cannot say)."""
+    """Whether the server is a node of a Redis Cluster (raises REDIS_DOWN if it cannot say).
+
+    Asked with CLUSTER SLOTS, which the cluster client needs anyway, rather than INFO, which
+    Redis files under @dangerous, out of a least-privilege ACL user's reach. A standalone server
+    or a proxy refuses it ("cluster support disabled"): one Redis. An ACL without it: INFO may
+    still say; if it cannot, one Redis, as before either was asked."""
+    try:
+        client.execute_command("CLUSTER", "SLOTS")
+        return True
+    except NoPermissionError:
+        pass
+    except ResponseError:
+        return False
     try:
         return int(client.info("cluster").get("cluster_enabled", 0)) == 1
-    except ResponseError:  # a server or proxy without the section: not a cluster node
+    except ResponseError:
         return False
 
 

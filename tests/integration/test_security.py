@@ -10,7 +10,7 @@ import pymysql
 import pytest
 import redis
 
-from bench.servers import MariaDBServer, RedisServer, free_port, wait_for
+from bench.servers import MariaDBServer, RedisCluster, RedisServer, free_port, wait_for
 from recheck.initdb import init_db
 from shared.config import Settings
 from tests.support.helpers import REPO, recheck, scalar, seed_rows
@@ -36,7 +36,8 @@ def readme_acl() -> str:
 
 
 def settings_for(mysql_url: str, redis_url: str) -> Settings:
-    return Settings(_env_file=None, mysql_url=mysql_url, redis_url=redis_url, **TEST_TIMINGS)
+    # One write slot for the two workers of run_briefly: the slot script runs under the ACL too.
+    return Settings(_env_file=None, mysql_url=mysql_url, redis_url=redis_url, write_slots=1, **TEST_TIMINGS)
 
 
 def run_briefly(settings: Settings, conn, procs) -> None:
@@ -161,3 +162,38 @@ def test_the_pipeline_runs_over_tls_to_both_servers(tls_only, procs):
         pymysql.connect(host="127.0.0.1", port=mysql.port, user="root", database="recheck", ssl_disabled=True)
     with pytest.raises(redis.exceptions.ConnectionError):
         redis.Redis(host="127.0.0.1", port=cache.port, socket_timeout=2).ping()
+
+
+def test_the_readme_acl_user_runs_a_partitioned_workload_on_a_redis_cluster(
+    make_settings, mariadb, procs, tmp_path
+):
+    """The README's ACL rule, set on every node of a 3-master cluster (ACLs are per node), is
+    enough to detect the cluster, follow its redirections and run every script, for keys of
+    every shape it must cover (a named workload's partitions here: `{recheck:users/pN}`)."""
+    cluster = RedisCluster(tmp_path / "cluster", masters=3, replicas=0)
+    cluster.start()
+    try:
+        for node in cluster.nodes:
+            node.client().execute_command(*readme_acl().split())
+        first = cluster.nodes[0]
+        settings = make_settings(
+            redis_url=f"redis://recheck:{REDIS_PASSWORD}@127.0.0.1:{first.port}/0",
+            key_prefix="recheck",
+            workload="users",
+            partitions=4,
+            write_slots=1,  # two workers, one slot: the slot script runs under the ACL too
+        )
+        seed_rows(settings, 1000, due_now=True)
+        procs.start("dispatcher", settings)
+        procs.start("worker", settings)
+        procs.start("worker", settings)
+        conn = mariadb.connect(settings.mysql.database)
+        wait_for(lambda: scalar(conn, NEVER_CHECKED) == 0, 30, "every row checked through the cluster")
+        codes = procs.stop_all()
+        logs = procs.logs()
+        assert set(codes.values()) == {0}, logs
+        assert "NOPERM" not in logs and "Traceback" not in logs, logs
+        spread = {n.port for n in cluster.nodes if n.client().dbsize()}
+        assert len(spread) == 3, "the partitions' keys are on every master"
+    finally:
+        cluster.kill()
