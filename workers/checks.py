@@ -27,7 +27,7 @@ import inspect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from shared.config import ConfigError
 
@@ -54,8 +54,7 @@ class CheckShapeError(Exception):
     """A batch check returned something that does not match the ids it was given."""
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):  # a NamedTuple: made once per row, 3x cheaper than a frozen dataclass
     ok: bool
     text: str | None  # the result (ok) or the error message (failed)
     after: float | None = None  # seconds until the row is due again, if the check said (Recheck)
@@ -104,6 +103,8 @@ def describe_error(error: BaseException) -> str:
 
 def storable(text: str) -> str:
     """Text MySQL can store: a lone surrogate (not valid UTF-8) becomes '?'."""
+    if text.isascii():  # the usual result ("ok", "blocked", a number): nothing to look for
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -119,8 +120,15 @@ def result_text(value: Any) -> str | None:
     return storable(str(value))
 
 
+OK_WITHOUT_RESULT = Outcome(True, None)
+
+
 def outcome_of(value: Any) -> Outcome:
     """Whatever a check returned for one row, as that row's stored result or failure."""
+    if value is None:  # the most common results first: one test each instead of five
+        return OK_WITHOUT_RESULT
+    if type(value) is str:
+        return Outcome(True, storable(value))
     if isinstance(value, Recheck):
         after = value.after
         if isinstance(after, bool) or not isinstance(after, int | float) or not math.isfinite(after):
