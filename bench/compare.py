@@ -430,20 +430,23 @@ PRIVATE_MARIADB = (
 )
 
 
-def private_servers(settings: Settings, folder: Path, say):
-    """Start MariaDB and Redis of the benchmark's own from the machine's binaries."""
+def private_servers(settings: Settings, folder: Path, started: list, say) -> Settings:
+    """Start MariaDB and Redis of the benchmark's own from the machine's binaries; each server
+    goes into `started` as soon as it runs, for the caller to stop whatever happens next."""
     from bench.servers import MariaDBServer, RedisServer
 
     mysql = MariaDBServer(folder / "mysql", extra=PRIVATE_MARIADB)
+    started.append(mysql)
     mysql.start()
     cache = RedisServer(folder / "redis")
+    started.append(cache)
     cache.start()
     say(f"private servers: mariadbd :{mysql.port} ({' '.join(PRIVATE_MARIADB)}), redis-server :{cache.port}")
     updated = settings.model_copy(update={"mysql_url": mysql.url("recheck"), "redis_url": cache.url()})
     server = Database(updated, with_database=False)
     server.execute(Queries(updated).create_database)
     server.close()
-    return updated, (mysql, cache)
+    return updated
 
 
 def table(results: list[Result], redis_bytes: float | None) -> str:
@@ -619,20 +622,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def bench(settings: Settings, config: BenchConfig, sizes: list[int], polls: int, private: bool) -> int:
-    servers = ()
-    if private:
-        folder = Path(tempfile.mkdtemp(prefix="recheck-servers-"))
-        settings, servers = private_servers(settings, folder, print)
-        if ON_CLUSTER in config.strategies:
-            from bench.servers import RedisCluster
-
-            cluster = RedisCluster(folder / "redis-cluster", replicas=config.cluster_replicas)
-            servers = (*servers, cluster)
-            cluster.start()
-            config.cluster_url = cluster.url()
-            print(f"private redis cluster: 3 masters, {config.cluster_replicas} replicas each, "
-                  f"from :{cluster.nodes[0].port}")  # fmt: skip
+    servers: list = []
+    folder = Path(tempfile.mkdtemp(prefix="recheck-servers-")) if private else None
     try:
+        if folder is not None:
+            settings = private_servers(settings, folder, servers, print)
+            if ON_CLUSTER in config.strategies:
+                from bench.servers import RedisCluster
+
+                cluster = RedisCluster(folder / "redis-cluster", replicas=config.cluster_replicas)
+                servers.append(cluster)
+                cluster.start()
+                config.cluster_url = cluster.url()
+                print(f"private redis cluster: 3 masters, {config.cluster_replicas} replicas each, "
+                      f"from :{cluster.nodes[0].port}")  # fmt: skip
         if config.mode == "poll":
             from bench.pollcost import run_poll_bench
 
@@ -642,4 +645,6 @@ def bench(settings: Settings, config: BenchConfig, sizes: list[int], polls: int,
     finally:
         for server in servers:
             server.kill()
+        if folder is not None:  # the private servers' data: over 1 GB a run, of no use afterwards
+            shutil.rmtree(folder, ignore_errors=True)
     return 0

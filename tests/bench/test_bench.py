@@ -7,8 +7,10 @@ runs and is measured, and that the poll mode reads one index page per poll at tw
 from __future__ import annotations
 
 import json
+import subprocess
+import tempfile
 
-from bench.compare import ALL_STRATEGIES, BenchConfig, run_bench
+from bench.compare import ALL_STRATEGIES, BenchConfig, bench, run_bench
 from bench.pollcost import run_poll_bench
 from bench.strategies import FLOOR, floor_slice
 
@@ -78,3 +80,18 @@ def test_a_poll_reads_one_page_at_each_size(settings, tmp_path):
     for result in results:
         assert result.ids_per_poll == settings.dispatch_batch
         assert settings.dispatch_batch <= result.index_rows_read <= settings.dispatch_batch + 2
+
+
+def test_private_servers_are_stopped_and_their_data_removed(settings, tmp_path, monkeypatch):
+    """`--private` servers hold over a gigabyte of data files each run: nothing may stay behind."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    config = BenchConfig(
+        mode="poll", rows=0, workers=1, seconds=1.0, warmup=0.0, interval=10.0,
+        strategies=("recheck",), check="workers.demo:noop", concurrency=1, batch=100, out=tmp_path,
+    )  # fmt: skip
+    assert bench(settings, config, sizes=[5_000], polls=2, private=True) == 0
+    assert list(scratch.iterdir()) == [], "the private servers' folder is left behind"
+    running = subprocess.run(["pgrep", "-f", str(scratch)], capture_output=True, text=True).stdout
+    assert running == "", f"private servers still running: {running}"
