@@ -10,7 +10,7 @@ import time
 import pytest
 import redis
 
-from bench.servers import free_port
+from bench.servers import free_port, wait_for
 from shared.keys import Keys
 from shared.store import Store
 from tests.support.checks import ok
@@ -70,7 +70,8 @@ def test_a_waiter_gets_a_given_back_slot_at_once(settings):
     with holder.held():
         thread = threading.Thread(target=waiter)
         thread.start()
-        time.sleep(0.35)  # the waiter is blocked in Redis meanwhile
+        wait_for(lambda: any(c.get("cmd") == "blpop" for c in store.client.client_list()), 5,
+                 "the waiter to block in Redis")  # fmt: skip
         assert not got_at
         given_at = time.monotonic()
     thread.join(5)
