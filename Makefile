@@ -1,6 +1,7 @@
 # The two commands of the README's quick start, and a few helpers.
 #   make demo   set up, create the table, seed 100,000 rows, run for a minute, show freshness
-#   make test   set up, lint, run the test suite (starts its own MariaDB and Redis)
+#   make test   set up, lint, build the docs site, run the test suite (starts its own MariaDB and Redis)
+#   make docs   build the docs site (mkdocs.yml, docs/) into site/, failing on any warning
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -9,7 +10,7 @@ DEMO_ROWS ?= 100000
 DEMO_SECONDS ?= 60
 DEMO_WORKERS ?= 2
 
-.PHONY: demo test lint setup clean browser promtool
+.PHONY: demo test lint docs setup clean browser promtool
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,8 +28,17 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint browser promtool
-	$(BIN)/pytest -q
+# --strict: a broken link or anchor, or a page missing from the nav, fails the build (not with
+# --quiet, which hides the warnings --strict counts).
+docs: $(BIN)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+# Two parts: most tests in 4 processes (each with its own MariaDB and Redis; they mostly wait),
+# then the timing-sensitive ones (chaos, and those marked serial) alone. `pytest` runs all serially.
+# --durations: the slowest tests in every log, to keep the suite's time in view.
+test: lint docs browser promtool
+	$(BIN)/pytest -q -n 4 -m "not serial" --durations=10
+	$(BIN)/pytest -q -m serial --durations=15
 
 # The dashboard test drives Debian's Chromium (no browser download); install it if missing.
 browser:
@@ -43,4 +53,4 @@ promtool:
 	   { apt-get update -qq && apt-get install -y -q --no-install-recommends prometheus; }) }
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info site

@@ -12,21 +12,21 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.procs import cpu_seconds, pids_named
-from dispatcher.dispatcher import Dispatcher, DuePusher
-from dispatcher.lease import Lease
-from recheck.seed import ProgressLine, seed
-from shared.config import Settings
-from shared.db import Database
-from shared.keys import Keys
-from shared.redisconn import connect_redis
-from shared.sql import Queries
-from shared.store import Store
+from recheck.commands.base import ProgressLine
+from recheck.commands.seed import seed
+from recheck.dispatcher.dispatcher import Dispatcher, DuePusher
+from recheck.dispatcher.lease import Lease
+from recheck.shared.config import Workload
+from recheck.shared.mysql.db import Database
+from recheck.shared.mysql.sql import Queries
+from recheck.shared.redis.connection import connect_redis
+from recheck.shared.redis.keys import Keys
+from recheck.shared.redis.store import Store
 
 OWNER = "bench-poll"
 CLEAR_EVERY = 5  # polls between emptying the queue, so backpressure never stops the dispatcher
@@ -53,7 +53,7 @@ def process_cpu(names: tuple[str, ...]) -> float:
 
 def handler_reads(db: Database) -> tuple[int, int]:
     """(index rows, other rows: e.g. the page's temporary table) read by this session so far."""
-    rows = dict(db.query(Queries(db.settings, "bench").bench_handler_reads))
+    rows = dict(db.query(Queries(db.workload, "bench").bench_handler_reads))
     index = sum(int(rows[name]) for name in INDEX_READS)
     other = sum(int(v) for k, v in rows.items() if k not in INDEX_READS and k != "Handler_read_rnd_deleted")
     return index, other
@@ -65,14 +65,14 @@ def status_overhead(db: Database) -> tuple[int, int]:
     return second[0] - first[0], second[1] - first[1]
 
 
-def measure(settings: Settings, rows: int, polls: int) -> PollCost:
-    store = Store(connect_redis(settings), Keys(settings.key_prefix))
+def measure(settings: Workload, rows: int, polls: int) -> PollCost:
+    store = Store(connect_redis(settings.deployment), Keys(settings.deployment.key_prefix))
     store.clear()
     Lease(store, OWNER, ttl_seconds=3600).hold()
     pusher = DuePusher(settings, Database(settings), store, OWNER)
     dispatcher = Dispatcher(settings, pusher)
     dispatcher.poll()  # the first page also sets up the epoch marker: not a typical poll
-    overhead = status_overhead(pusher.db)[0]
+    overhead = status_overhead(pusher.rows.db)[0]
     walls, reads = [], []
     cpu_before = (time.process_time(), process_cpu(("mariadbd",)), process_cpu(("redis-server",)))
     dispatched_before = dispatcher.dispatched
@@ -80,18 +80,18 @@ def measure(settings: Settings, rows: int, polls: int) -> PollCost:
         if number % CLEAR_EVERY == 0:
             store.drop_transit()
             dispatcher.depth = 0
-        before = handler_reads(pusher.db)[0]
+        before = handler_reads(pusher.rows.db)[0]
         started = time.perf_counter()
         dispatcher.poll()
         walls.append((time.perf_counter() - started) * 1000)
-        reads.append(handler_reads(pusher.db)[0] - before - overhead)
+        reads.append(handler_reads(pusher.rows.db)[0] - before - overhead)
     own, mysql, cache = (
         time.process_time() - cpu_before[0],
         process_cpu(("mariadbd",)) - cpu_before[1],
         process_cpu(("redis-server",)) - cpu_before[2],
     )
     walls.sort()
-    pusher.db.close()
+    pusher.rows.db.close()
     return PollCost(
         rows=rows,
         polls=polls,
@@ -105,9 +105,9 @@ def measure(settings: Settings, rows: int, polls: int) -> PollCost:
     )
 
 
-def run_poll_bench(settings: Settings, sizes: list[int], polls: int, out: Path, say=print) -> list[PollCost]:
-    settings = settings.model_copy(
-        update={"table": "bench_rows", "key_prefix": "bench", "interval": 3600.0, "high_water": 10_000_000}
+def run_poll_bench(settings: Workload, sizes: list[int], polls: int, out: Path, say=print) -> list[PollCost]:
+    settings = settings.evolve(
+        **{"table": "bench_rows", "key_prefix": "bench", "interval": 3600.0, "high_water": 10_000_000}
     )
     db = Database(settings)
     queries = Queries(settings, "bench")
@@ -115,14 +115,14 @@ def run_poll_bench(settings: Settings, sizes: list[int], polls: int, out: Path, 
     db.execute(queries.bench_create_table)
     results, have = [], 0
     for size in sorted(sizes):
-        seed(settings, db, size - have, start_in_s=-3600.0, progress=ProgressLine(sys.stderr, "seeding"))
+        seed(settings, db, size - have, start_in_s=-3600.0, progress=ProgressLine("seeding"))
         have = size
         db.query(queries.bench_analyze)  # fresh index statistics for the size just reached
         say(f"  {size:,} rows: {polls} polls of {settings.dispatch_batch:,} ids")
         results.append(measure(settings, size, polls))
     db.execute(queries.bench_drop_table)
     db.close()
-    Store(connect_redis(settings), Keys(settings.key_prefix)).clear()
+    Store(connect_redis(settings.deployment), Keys(settings.deployment.key_prefix)).clear()
     say("")
     say(f"{'rows':>12} {'ids/poll':>9} {'wall p50':>9} {'wall p99':>9} {'dispatcher CPU':>15} "
         f"{'mariadbd CPU':>13} {'redis CPU':>10} {'index rows read':>16}")  # fmt: skip

@@ -1,5 +1,5 @@
--- Statements of the benchmark only (`recheck bench`), read by bench/ through shared/sql.py with
--- the same placeholders as shared/queries.sql: the table, and the MySQL queue-table strategies
+-- Statements of the benchmark only (`recheck bench`), read by bench/ through shared/mysql/sql.py with
+-- the same placeholders as shared/mysql/queries.sql: the table, and the MySQL queue-table strategies
 -- of the seed articles that recheck is compared with. Each claims due rows its own way, then
 -- writes them back with write_success, exactly as recheck's workers do. Never part of the image.
 
@@ -19,6 +19,10 @@ CREATE TABLE {table} (
     KEY {due_index} ({due}, {id}),
     KEY bench_owner (owner)
 ) ENGINE=InnoDB
+
+-- name: bench_clear_changes
+-- The change feed's table, emptied before a run with RECHECK_CHANGES=true.
+TRUNCATE TABLE recheck_changes
 
 -- name: bench_owner_claim_index
 -- For the owner-claiming strategies only: `WHERE owner = 0 AND due <= NOW() ORDER BY due, id
@@ -116,3 +120,41 @@ SELECT COUNT(*) FROM (
 -- name: bench_pid_file
 -- Where the server keeps its process id: the benchmark reads the CPU time of that one process.
 SELECT @@pid_file
+
+-- name: bench_checked_span
+-- After a drain, every strategy alike: rows checked, checks written, and the first and last
+-- checked_at (Unix seconds, the session's time zone as written). A full scan, run once after
+-- the strategy's processes have stopped: it costs the measurement nothing.
+SELECT COUNT(*), COALESCE(SUM({count}), 0), UNIX_TIMESTAMP(MIN({checked})), UNIX_TIMESTAMP(MAX({checked}))
+FROM {table}
+WHERE {count} > 0
+
+-- name: bench_rows_updated
+-- Rows updated so far, server-wide (MySQL and MariaDB alike; MariaDB has no Innodb_rows_updated):
+-- the peers publish no heartbeat, and each of their checks updates its row once, so the sampler
+-- counts their progress with this, at no cost per row.
+SHOW GLOBAL STATUS LIKE 'Handler_update'
+
+-- name: bench_peer_clock
+-- The peers' job notes when its read starts, on the clock checked_at is written with.
+SELECT UNIX_TIMESTAMP(NOW(3))
+
+-- name: bench_peer_read_due
+-- The peers' periodic job: the due ids a page at a time, by primary-key keyset (in a drain every
+-- row is due, so the walk reads only what it returns).
+SELECT {id}
+FROM {table}
+WHERE {id} > %(after)s AND {due} <= NOW(3)
+ORDER BY {id}
+LIMIT %(limit)s
+
+-- name: bench_peer_write
+-- What a team hand-writes after checking a batch: one plain primary-key UPDATE per result value
+-- (the no-op check: one per batch), with no fence (a late or repeated task writes again), no
+-- per-row error and no jitter. A per-row task sends it with one id.
+UPDATE {table}
+SET {result} = %(result)s,
+    {checked} = NOW(3),
+    {due} = NOW(3) + INTERVAL %(interval_us)s MICROSECOND,
+    {count} = {count} + 1
+WHERE {id} IN %(ids)s

@@ -15,12 +15,12 @@ import sys
 import redis
 
 from bench.procs import pids_named, rss_mb
-from recheck.run import Runner
-from shared.config import Settings
-from shared.db import Database
-from shared.launch import launch, positive_float, positive_int
-from shared.redisconn import connect_redis
-from shared.schema import require_table
+from recheck.commands.run import Runner
+from recheck.shared.config import Settings
+from recheck.shared.mysql.db import Database
+from recheck.shared.mysql.schema import require_table
+from recheck.shared.process.launch import launch, positive_float, positive_int
+from recheck.shared.redis.connection import connect_redis
 
 WARM_UP_SAMPLES = 2  # growth is measured from the third sample on: caches and pools fill first
 
@@ -82,10 +82,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def soak(settings: Settings, minutes: float, workers: int, every: float) -> int:
-    db = Database(settings)
-    require_table(settings, db)
+    workload = settings.default_workload()
+    db = Database(workload)
+    require_table(workload, db)
     db.close()
-    watch = MemoryWatch(connect_redis(settings), every, sys.stdout)
+    watch = MemoryWatch(connect_redis(workload.deployment), every, sys.stdout)
     code = Runner(settings, workers, minutes * 60, on_tick=watch).run()
     print(watch.summary())
     return code

@@ -33,18 +33,18 @@ import threading
 
 import pymysql
 
-from shared.config import Settings
-from shared.db import RETRYABLE, Database
-from shared.entries import Item, make_entry
-from shared.launch import launch
-from shared.loop import Service
-from shared.metrics import RecentMax, worker_metrics
-from shared.presence import Presence
-from shared.redisconn import REDIS_DOWN
-from shared.sql import Queries
-from workers.checks import Outcome, batch_outcomes, check_kind, load_check, outcome_of
-from workers.completer import Counters
-from workers.writeback import WriteBack
+from recheck.shared.config import Workload
+from recheck.shared.mysql.db import RETRYABLE, Database
+from recheck.shared.mysql.entries import Item, make_entry
+from recheck.shared.mysql.sql import Queries
+from recheck.shared.process.launch import launch
+from recheck.shared.process.loop import Service
+from recheck.shared.process.metrics import RecentMax, worker_metrics
+from recheck.shared.process.presence import Presence
+from recheck.shared.redis.connection import REDIS_DOWN
+from recheck.workers.checks import Outcome, batch_outcomes, check_kind, load_check, outcome_of
+from recheck.workers.writing.completer import Counters
+from recheck.workers.writing.writeback import WriteBack
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +60,11 @@ class StrategyWorker(Service):
 
     role = "bench-worker"
 
-    def __init__(self, settings: Settings, strategy: str, consumers: int = 1):
+    def __init__(self, settings: Workload, strategy: str, consumers: int = 1):
         if strategy not in (*STRATEGIES, FLOOR):
             raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(STRATEGIES)}")
-        super().__init__(settings)
+        super().__init__([settings])
+        self.settings = settings
         self.strategy = strategy
         self.queries = Queries(settings, "bench")
         self.check = load_check(settings.check)
@@ -75,7 +76,7 @@ class StrategyWorker(Service):
         self.lock = threading.Lock()  # consumers share the counters and the histogram
         self.claimers = [Claimer(self, self.db)]
         self.claimers += [Claimer(self, Database(settings)) for _ in range(consumers - 1)]
-        self.presence = Presence(self.store, "worker", self.id, settings.heartbeat_ttl)
+        self.presence = Presence(self.store, "worker", self.id, settings.deployment.heartbeat_ttl)
         self._beating = threading.Event()
 
     def startup(self) -> None:
@@ -103,7 +104,7 @@ class StrategyWorker(Service):
         )
 
     def _heartbeat_loop(self) -> None:
-        while not self._beating.wait(self.settings.heartbeat_interval):
+        while not self._beating.wait(self.settings.deployment.heartbeat_interval):
             with contextlib.suppress(*REDIS_DOWN):
                 self.beat()
 
@@ -196,7 +197,7 @@ class Claimer:
             if items:
                 self.write(items)
                 self.db.execute(self.queries.bench_release)
-        return 0.0 if items else self.settings.poll_interval
+        return 0.0 if items else self.settings.deployment.poll_interval
 
     def items(self, rows) -> list[Item]:
         return [Item(make_entry(row_id, due_ms), row_id, due_ms) for row_id, due_ms in rows]
@@ -210,14 +211,14 @@ class Claimer:
 class FloorWorker(StrategyWorker):
     """Writes ids first..last (its slice of a freshly seeded drain table) in batches, blind."""
 
-    def __init__(self, settings: Settings, first: int, last: int):
+    def __init__(self, settings: Workload, first: int, last: int):
         super().__init__(settings, FLOOR)
         self.next_id, self.last = first, last
         self.interval_us = round(settings.interval * 1_000_000)
 
     def poll(self) -> float:
         if self.next_id > self.last:
-            return self.settings.poll_interval  # its slice is done: idle like a drained strategy
+            return self.settings.deployment.poll_interval  # its slice is done: idle like a drained strategy
         upto = min(self.next_id + FLOOR_BATCH - 1, self.last)
         ids = list(range(self.next_id, upto + 1))
         self.db.execute(self.queries.bench_floor_write, {"interval_us": self.interval_us, "ids": ids})
@@ -239,11 +240,12 @@ def main(argv: list[str]) -> int:
         rows, index, slices = (int(a) for a in argv[1:])
         if index < slices:
             first, last = floor_slice(rows, index, slices)
-            return launch("bench-floor", lambda settings: serve(FloorWorker(settings, first, last)))
+            return launch("bench-floor", lambda env: serve(FloorWorker(env.default_workload(), first, last)))
     if len(argv) in (1, 2) and argv[0] in STRATEGIES and (argv[1:] or ["1"])[0].isdigit():
         strategy, consumers = argv[0], max(int((argv[1:] or ["1"])[0]), 1)
         return launch(
-            f"bench-{strategy}", lambda settings: serve(StrategyWorker(settings, strategy, consumers))
+            f"bench-{strategy}",
+            lambda env: serve(StrategyWorker(env.default_workload(), strategy, consumers)),
         )
     print(USAGE, file=sys.stderr)
     return 2

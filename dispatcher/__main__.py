@@ -1,5 +1,5 @@
-"""`python -m dispatcher`: the same as `recheck dispatcher`."""
+"""`python -m recheck.dispatcher`: the same as `recheck dispatcher`."""
 
-from dispatcher.service import main
+from recheck.dispatcher.service import main
 
 raise SystemExit(main())

@@ -13,15 +13,15 @@ import logging
 import time
 from dataclasses import dataclass
 
-from dispatcher.lease import NotLeader
-from shared.config import Settings, log_prefix
-from shared.db import Database
-from shared.entries import MAX_DUE_MS, MIN_DUE_MS, sql_datetime
-from shared.keytypes import KeyKind
-from shared.metrics import dispatcher_metrics
-from shared.schema import describe_table
-from shared.sql import Queries
-from shared.store import Store
+from recheck.dispatcher.lease import NotLeader
+from recheck.shared.config import Workload
+from recheck.shared.mysql.db import Database
+from recheck.shared.mysql.entries import MAX_DUE_MS, MIN_DUE_MS
+from recheck.shared.mysql.keytypes import KeyKind
+from recheck.shared.mysql.rows import Rows
+from recheck.shared.process.metrics import dispatcher_metrics
+from recheck.shared.redis.connection import REDIS_DOWN
+from recheck.shared.redis.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 START = (MIN_DUE_MS, None)  # before every row
 END = (MAX_DUE_MS, None)  # every row is at or before it
 GUARD_TTL_MS = 10_000  # outlives any page; a pusher that dies mid-pass lets it lapse
+ASKED_EVERY = 0.05  # seconds between reads of the ids the application asked for now
+ASKED_PER_POLL = 1_000
 
 
 @dataclass
@@ -43,20 +45,16 @@ class Page:
 class DuePusher:
     """Reads one page of due rows after a cursor and pushes them through the dedup script."""
 
-    def __init__(self, settings: Settings, db: Database, store: Store, owner: str):
+    def __init__(self, workload: Workload, db: Database, store: Store, owner: str):
         self.owner = owner  # the dispatcher id: pushes need its lease
-        self.metrics = dispatcher_metrics(settings.workload)
-        self.settings = settings
-        self.db = db
-        self.keys: KeyKind | None = None  # the id column's kind, read from the table at first use
-        self.queries = Queries(settings)
+        self.metrics = dispatcher_metrics(workload.name)
+        self.workload = workload
+        self.rows = Rows(workload, db)
         self.store = store
 
     def learn_keys(self) -> KeyKind:
-        if self.keys is None:
-            self.keys = describe_table(self.settings, self.db).keys
-            self.queries = Queries(self.settings, keys=self.keys)
-        return self.keys
+        """The id column's kind, read from the table at first use."""
+        return self.rows.keys
 
     def push_page(
         self,
@@ -70,26 +68,11 @@ class DuePusher:
         flight), the guard is set before the read, so anything completing before the push is
         recognised."""
         keys = self.learn_keys()
-        due_ms, row_id = cursor
         if guard:
             self.store.begin_guard(guard, GUARD_TTL_MS)
-        rows = self.db.query(
-            self.queries.due_page,
-            {
-                "after_due": sql_datetime(due_ms),
-                "after_id": row_id,
-                "before_due": sql_datetime(before[0]),
-                "before_id": before[1],
-                "limit": limit,
-                "lateness_us": round(lateness_s * 1_000_000),
-            },
-        )
-        joined = rows[0][0] if rows else None
-        if not joined:
+        entries = self.rows.due_page(cursor, before, limit, lateness_s)
+        if not entries:
             return Page(0, 0, -1, cursor, False)
-        if isinstance(joined, str):
-            joined = joined.encode()
-        entries = joined.split(b" ")
         pushed, depth, lost = self.store.push(self.owner, entries)
         if pushed < 0:
             raise NotLeader(self.owner)
@@ -99,22 +82,41 @@ class DuePusher:
         last = keys.parse(entries[-1:])[0][0]
         return Page(len(entries), pushed, depth, (last.due_ms, last.id), lost)
 
+    def push_asked(self) -> int:
+        """The ids the application asked to check now (Client.now, `recheck now`, resume): their
+        rows read by key and pushed to the head of the queue, whatever the keyset cursor has
+        passed; returns how many went."""
+        asked = self.store.take_asked(ASKED_PER_POLL)
+        if not asked:
+            return 0
+        keys = self.learn_keys()
+        wanted = [key for key in (keys.decode(head) for head in asked) if key is not None]
+        entries = self.rows.due_entries(wanted)
+        if not entries:
+            return 0
+        pushed, _, _ = self.store.push(self.owner, entries, head=True)
+        if pushed < 0:
+            raise NotLeader(self.owner)
+        self.metrics.dispatched.inc(pushed)
+        return pushed
+
 
 class Dispatcher:
     """One poll = one page. Backpressure: nothing is read while the queue is at high water."""
 
-    def __init__(self, settings: Settings, pusher: DuePusher):
-        self.settings = settings
+    def __init__(self, workload: Workload, pusher: DuePusher):
+        self.workload = workload
         self.pusher = pusher
         self.cursor = START
         # Rows up to this due time (ms) may be in flight from before a rewind: reading them again
         # needs the guard (see push_page). None: nothing can be in flight behind the cursor.
         self.guard_until: int | None = None
         self.rewound = True
-        self.prefix = log_prefix(settings)
+        self.prefix = workload.log_prefix
         self.depth = 0
         self.dispatched = 0
         self.pages = 0
+        self.next_asked = 0.0  # when the asked ids are next read
 
     def rewind(self) -> None:
         """Start again from the oldest due row; dedup and the guard make rereading harmless."""
@@ -122,23 +124,34 @@ class Dispatcher:
         self.rewound = True
 
     def poll(self) -> float:
-        settings = self.settings
-        if self.depth >= settings.high_water:
+        workload = self.workload
+        if time.monotonic() >= self.next_asked:  # a few times a second: one Redis call per partition
+            self.next_asked = time.monotonic() + ASKED_EVERY
+            self.dispatched += self.pusher.push_asked()
+        if self.depth >= workload.high_water:
             self.depth = self.pusher.store.queue_depth()
-            if self.depth >= settings.high_water:
-                return settings.poll_interval
-        limit = min(settings.dispatch_batch, settings.high_water - self.depth)
+            if self.depth >= workload.high_water:
+                return workload.deployment.poll_interval
+        limit = min(workload.dispatch_batch, workload.high_water - self.depth)
         if self.rewound:  # what could be in flight now is all we may meet again
             self.rewound = False
             self.guard_until = self.pusher.store.highest_in_flight_due()
         guarding = self.guard_until is not None and self.cursor[0] <= self.guard_until
-        page = self.pusher.push_page(self.cursor, limit, guard="dispatch" if guarding else None)
+        try:
+            page = self.pusher.push_page(self.cursor, limit, guard="dispatch" if guarding else None)
+        except REDIS_DOWN:
+            # The push may have gone through (its script ran and only the reply was lost; on a
+            # cluster, some partitions' scripts ran before another's slot was moving): the page
+            # read again next may be in flight, and a row finished between that read and its push
+            # would be queued again. As after a rewind: guard up to what is in flight.
+            self.rewound = True
+            raise
         self.pages += 1
         if guarding and (page.cursor[0] > self.guard_until or page.read < limit):  # past it, or caught up
             self.guard_until = None
             self.pusher.store.end_guard("dispatch")
         if page.read == 0:
-            return settings.poll_interval  # a stale depth is corrected by the next push
+            return workload.deployment.poll_interval  # a stale depth is corrected by the next push
         first_push = self.cursor == START
         self.cursor = page.cursor
         self.depth = page.depth
@@ -147,4 +160,4 @@ class Dispatcher:
             log.warning("%sredis lost its data; rereading every due row from the oldest", self.prefix)
             self.rewind()
             return 0.0
-        return 0.0 if page.read == limit else settings.poll_interval
+        return 0.0 if page.read == limit else workload.deployment.poll_interval

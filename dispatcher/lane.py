@@ -11,16 +11,16 @@ from __future__ import annotations
 import logging
 import time
 
-from dispatcher.dispatcher import Dispatcher, DuePusher
-from dispatcher.lease import Lease, NotLeader
-from dispatcher.monitor import Monitor
-from dispatcher.reconciler import OrphanCollector, Reclaimer, Sweeper
-from shared.config import Settings
-from shared.db import Database
-from shared.loop import Service
-from shared.metrics import dispatcher_metrics
-from shared.presence import Presence
-from shared.schema import require_table
+from recheck.dispatcher.dispatcher import Dispatcher, DuePusher
+from recheck.dispatcher.lease import Lease, NotLeader
+from recheck.dispatcher.monitor import Monitor
+from recheck.dispatcher.reconciler import OrphanCollector, Reclaimer, Sweeper
+from recheck.shared.config import Workload
+from recheck.shared.mysql.db import Database
+from recheck.shared.mysql.schema import require_table
+from recheck.shared.process.loop import Service
+from recheck.shared.process.metrics import dispatcher_metrics
+from recheck.shared.process.presence import Presence
 
 log = logging.getLogger(__name__)
 
@@ -29,43 +29,45 @@ PROBE_TIMEOUT = 2.0  # seconds a standby waits for MySQL before deciding it cann
 
 
 class DispatchLane:
-    def __init__(self, service: Service, settings: Settings):
+    def __init__(self, service: Service, workload: Workload):
         self.service = service
-        self.settings = settings
-        self.name = settings.workload
-        self.store, self.db, self.life = service.parts_for(settings)
-        self.presence = Presence(self.store, "dispatcher", service.id, settings.heartbeat_ttl)
-        self.lease = Lease(self.store, service.id, settings.leader_ttl)
-        self.dispatcher = Dispatcher(settings, DuePusher(settings, self.db, self.store, service.id))
+        self.workload = workload
+        self.name = workload.name
+        self.store, self.db, self.life = service.parts_for(workload)
+        self.presence = Presence(self.store, "dispatcher", service.id, workload.deployment.heartbeat_ttl)
+        self.lease = Lease(self.store, service.id, workload.deployment.leader_ttl)
+        self.dispatcher = Dispatcher(workload, DuePusher(workload, self.db, self.store, service.id))
         self.metrics = dispatcher_metrics(self.name)
         self.job_dbs: list[Database] = []
         # A standby's check that it could lead: short timeouts, so a silent MySQL cannot hold it up.
         self.probe_db = self._own_db(read_timeout=PROBE_TIMEOUT, connect_timeout=PROBE_TIMEOUT)
-        self.monitor = Monitor(settings, self._own_db(), self.store, self.metrics)
+        self.monitor = Monitor(workload, self._own_db(), self.store, self.metrics)
         self.jobs = self._make_jobs()
         self.free_since: float | None = None  # when this lane's lease was first seen free
 
     def _own_db(self, **timeouts: float) -> Database:
         """Each job runs in its own thread: its own MySQL connection."""
-        self.job_dbs.append(Database(self.settings, **timeouts))
+        self.job_dbs.append(Database(self.workload, **timeouts))
         return self.job_dbs[-1]
 
     def _make_jobs(self) -> dict:
         """name -> (job, period, leader only)."""
-        s, own_db = self.settings, self._own_db
+        s, own_db = self.workload, self._own_db
         pusher = DuePusher(s, own_db(), self.store, self.service.id)
         sweeper = Sweeper(s, pusher, dispatcher_cursor=lambda: self.dispatcher.cursor)
         jobs = {
-            "reclaim": (Reclaimer(s, own_db(), self.store), s.reclaim_interval, True),
-            "sweep": (sweeper, s.sweep_interval, True),
-            "orphans": (OrphanCollector(s, own_db(), self.store), s.orphan_interval, True),
+            "reclaim": (Reclaimer(s, own_db(), self.store), s.deployment.reclaim_interval, True),
+            "sweep": (sweeper, s.deployment.sweep_interval, True),
+            "orphans": (OrphanCollector(s, own_db(), self.store), s.deployment.orphan_interval, True),
         }
-        if s.metrics_port or s.dashboard_port:  # sampling costs MySQL queries: only when someone looks
+        if (
+            s.deployment.metrics_port or s.deployment.dashboard_port
+        ):  # sampling costs MySQL queries: only when someone looks
             jobs["monitor"] = (self.monitor, MONITOR_INTERVAL, False)  # standbys serve the dashboard too
         return jobs
 
     def startup(self) -> None:
-        require_table(self.settings, self.db)
+        require_table(self.workload, self.db)
         self.dispatcher.pusher.learn_keys()
 
     def poll(self) -> float | None:
@@ -82,7 +84,7 @@ class DispatchLane:
         """Renew the lease, or take it if free and `may_take`; publish the heartbeat."""
         lease, was_leader = self.lease, self.lease.held
         if was_leader:
-            if self.life.mysql_outage.down_for() < self.settings.leader_ttl:
+            if self.life.mysql_outage.down_for() < self.workload.deployment.leader_ttl:
                 lease.hold()
             else:
                 log.warning(
@@ -96,8 +98,10 @@ class DispatchLane:
             self.free_since = (self.free_since or now) if holder is None else None
             # A free lease goes to a dispatcher under its share; one free for a whole TTL (its
             # leader gone, the others at their share) to anyone, so no workload goes unled.
-            long_free = self.free_since is not None and now - self.free_since >= self.settings.leader_ttl
-            # A partitioned workload's lease may be half taken (shared/partitioned.py): go on.
+            long_free = (
+                self.free_since is not None and now - self.free_since >= self.workload.deployment.leader_ttl
+            )
+            # A partitioned workload's lease may be half taken (shared/redis/store.py): go on.
             mine = holder == self.service.id
             wanted = mine or (holder is None and (may_take or long_free))
             if wanted and self.can_read_mysql() and lease.hold():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from shared.store import Store
+from recheck.shared.redis.store import Store
 
 log = logging.getLogger(__name__)
 

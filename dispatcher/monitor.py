@@ -1,7 +1,7 @@
 """Freshness, sampled once a second, for /metrics and the dashboard page with its charts.
 
 One sample serves every consumer, so any number of people watching the dashboard cost MySQL
-nothing more (see shared.status.Sampler for what each sample costs).
+nothing more (see shared/views/status.py, Sampler, for what each sample costs).
 """
 
 from __future__ import annotations
@@ -9,33 +9,34 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from shared.config import Settings
-from shared.db import Database
-from shared.status import Sampler
-from shared.store import Store
+from recheck.shared.config import Workload
+from recheck.shared.mysql.db import Database
+from recheck.shared.redis.store import Store
+from recheck.shared.views.status import Sampler
 
 HISTORY_SECONDS = 600
 
 
 class Monitor:
-    def __init__(self, settings: Settings, db: Database, store: Store, metrics):
-        self.workload = settings.workload
-        self.title = f"{settings.mysql.database}.{settings.table}"
-        self.sampler = Sampler(settings, db, store)
+    def __init__(self, workload: Workload, db: Database, store: Store, metrics):
+        self.workload = workload.name  # its name (the dashboard's tabs)
+        self.title = f"{workload.mysql.database}.{workload.table}"
+        self.sampler = Sampler(workload, db, store)
         self.db = db
         self.metrics = metrics
         self.history: deque[dict] = deque(maxlen=HISTORY_SECONDS)
         self.latest: dict | None = None
         self._lock = threading.Lock()
-        metrics.interval.set(settings.interval)
+        metrics.interval.set(workload.interval)  # until a sample has read the rows' own (interval column)
+        metrics.failing_threshold.set(workload.failing_threshold)
 
     def run_once(self) -> dict:
         facts = self.sampler.sample()
         self._export(facts)
         point = {
             key: facts[key]
-            for key in ("checks_per_second", "lateness_p50_s", "lateness_p99_s", "oldest_lateness_s",
-                        "overdue_1s", "queue_depth", "in_flight", "live_workers")
+            for key in ("checks_per_second", "lateness_p50_s", "lateness_p99_s", "oldest_waiting_s",
+                        "overdue_waiting", "queue_depth", "in_flight", "live_workers")
         }  # fmt: skip
         point["t"] = round(facts["sampled_at"], 3)
         with self._lock:
@@ -51,12 +52,21 @@ class Monitor:
         m = self.metrics
         if facts["rows"] is not None:
             m.rows.set(facts["rows"])
-        m.overdue.labels("1s").set(facts["overdue_1s"])
+        m.overdue.labels("1s").set(facts["overdue_waiting"])
         m.overdue.labels("interval").set(facts["overdue_interval"])
+        m.overdue_in_flight.set(facts["overdue_in_flight"])
         m.oldest.set(facts["oldest_lateness_s"])
+        m.waiting.set(facts["oldest_waiting_s"])
+        m.waiting_intervals.set(facts["waiting_intervals"])
+        m.past_timeout.set(facts["checks_past_timeout"])
+        if facts["interval_range_s"]:
+            m.interval.set(facts["interval_range_s"][0])
         m.queue_depth.set(facts["queue_depth"])
         m.in_flight.set(facts["in_flight"])
         m.live_workers.set(facts["live_workers"])
         m.quarantined_rows.set(facts["quarantined"])
+        m.paused_rows.set(facts["paused"])
+        m.limited.set(1 if facts["limited_by"] else 0)
+        m.rate_limit.set(facts["rate_limit"])
         if facts["failing_rows"] is not None:
             m.failing_rows.set(facts["failing_rows"])

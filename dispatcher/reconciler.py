@@ -3,7 +3,7 @@
 Each job is an object with run_once(), an ordinary function tests call directly:
 
 - Reclaimer: gives back the ids held by workers whose heartbeat expired (kill -9, OOM, a
-  paused process), and quarantines ids that were reclaimed max_reclaims times.
+  paused process), and quarantines ids that were reclaimed max_reclaims times, twice alone.
 - Sweeper: rows overdue by more than sweep_grace that nothing holds (Redis lost its data,
   rows inserted with an old due time) are dispatched again.
 - OrphanCollector: in-flight ids that no queue or worker holds any more are released, so they
@@ -13,17 +13,15 @@ Each job is an object with run_once(), an ordinary function tests call directly:
 from __future__ import annotations
 
 import logging
-import time
 
-from dispatcher.dispatcher import END, START, DuePusher
-from shared.config import Settings, log_prefix
-from shared.db import Database
-from shared.entries import batch_json, datetime_to_ms
-from shared.keytypes import KeyKind
-from shared.metrics import dispatcher_metrics
-from shared.schema import describe_table
-from shared.sql import Queries
-from shared.store import Store
+from recheck.dispatcher.dispatcher import END, START, DuePusher
+from recheck.shared.config import Workload
+from recheck.shared.mysql.db import Database
+from recheck.shared.mysql.entries import datetime_to_ms
+from recheck.shared.mysql.keytypes import KeyKind
+from recheck.shared.mysql.rows import Rows
+from recheck.shared.process.metrics import dispatcher_metrics
+from recheck.shared.redis.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -34,69 +32,61 @@ ERRORS_KEPT_S = 86_400.0  # failures grouped by error are forgotten a day after 
 class Job:
     """What the MySQL-and-Redis jobs share; subclasses define run_once()."""
 
-    def __init__(self, settings: Settings, db: Database, store: Store):
-        self.settings = settings
-        self.db = db
+    def __init__(self, workload: Workload, db: Database, store: Store):
+        self.workload = workload
+        self.rows = Rows(workload, db)
         self.store = store
-        self.queries = Queries(settings)
-        self._keys: KeyKind | None = None
 
     @property
     def keys(self) -> KeyKind:
         """The id column's kind: entries are parsed and batches written by it (read once)."""
-        if self._keys is None:
-            self._keys = describe_table(self.settings, self.db).keys
-            self.queries = Queries(self.settings, keys=self._keys)
-        return self._keys
+        return self.rows.keys
 
 
 class Reclaimer(Job):
     def run_once(self) -> tuple[int, int]:
         """Returns (ids reclaimed, ids quarantined) in this run."""
         reclaimed = quarantined = 0
-        for part in self.store.parts:  # each partition of the workload (one when unpartitioned)
-            reclaimed += self.reclaim_part(part)
-            quarantined += self.quarantine_pending(part)
+        for partition in range(self.store.count):  # each partition of the workload (one when unpartitioned)
+            reclaimed += self.reclaim_part(partition)
+            quarantined += self.quarantine_pending(partition)
         return reclaimed, quarantined
 
-    def reclaim_part(self, part: Store) -> int:
+    def reclaim_part(self, partition: int) -> int:
         reclaimed = 0
-        for worker in part.worker_ids():
-            result = part.reclaim(worker, self.settings.max_reclaims, SPLIT_WAYS)
+        for worker in self.store.worker_ids(partition):
+            result = self.store.reclaim(partition, worker, self.workload.max_reclaims, SPLIT_WAYS)
             if result:
                 held, poisoned = result
                 reclaimed += held
-                dispatcher_metrics(self.settings.workload).reclaimed.inc(held)
+                dispatcher_metrics(self.workload.name).reclaimed.inc(held)
                 log.warning(
                     "%sworker %s stopped heartbeating; reclaimed %d ids (%d to quarantine)",
-                    log_prefix(self.settings),
+                    self.workload.log_prefix,
                     worker,
                     held,
                     poisoned,
                 )
         return reclaimed
 
-    def quarantine_pending(self, part: Store) -> int:
+    def quarantine_pending(self, partition: int) -> int:
         """Park ids that killed workers again and again: MySQL first, then Redis lets go."""
-        pending = part.pending_quarantine()
+        pending = self.store.pending_quarantine(partition)
         if not pending:
             return 0
         keys = self.keys
         items, malformed = keys.parse(list(pending.values()))
         if items:
             reason = (
-                "quarantined: its worker died while checking this row alone, "
-                f"after {self.settings.max_reclaims} deaths in all; `recheck release ID` to check it again"
+                "quarantined: its worker died twice while checking this row alone, "
+                f"after {self.workload.max_reclaims}+ deaths in all; `recheck release ID` to check it again"
             )
-            self.db.execute(
-                self.queries.quarantine,
-                {"batch": batch_json((keys.ref(item), item.due_ms) for item in items), "reason": reason},
-            )
+            self.rows.quarantine([(keys.ref(item), item.due_ms) for item in items], reason)
             shown = ", ".join(str(keys.show(item.id)) for item in items)
-            log.error("%squarantined ids %s: %s", log_prefix(self.settings), shown, reason)
+            log.error("%squarantined ids %s: %s", self.workload.log_prefix, shown, reason)
         ids = [item.entry.split(b":", 1)[0] for item in items] + [m.split(b":", 1)[0] for m in malformed]
-        part.forget_quarantined(ids, list(pending.keys()), len(items))
-        dispatcher_metrics(self.settings.workload).quarantined.inc(len(items))
+        self.store.forget_quarantined(partition, ids, list(pending.keys()), len(items))
+        dispatcher_metrics(self.workload.name).quarantined.inc(len(items))
         return len(items)
 
 
@@ -110,25 +100,25 @@ class Sweeper:
     was in flight then (the application forced it due meanwhile) nobody else will read it again.
     """
 
-    def __init__(self, settings: Settings, pusher: DuePusher, dispatcher_cursor=lambda: END):
-        self.settings = settings
+    def __init__(self, workload: Workload, pusher: DuePusher, dispatcher_cursor=lambda: END):
+        self.workload = workload
         self.pusher = pusher
         self.dispatcher_cursor = dispatcher_cursor
 
     def run_once(self, max_pages: int = 1000) -> int:
         """Returns how many overdue ids were dispatched again (0 in healthy running)."""
-        settings = self.settings
+        workload = self.workload
         cursor, pushed, depth = START, 0, self.pusher.store.queue_depth()
         before = self.dispatcher_cursor()
         guard = "sweep"
         try:
             for _ in range(max_pages):
-                room = settings.high_water - depth
+                room = workload.high_water - depth
                 if room <= 0:
                     break
-                limit = min(settings.dispatch_batch, room)
+                limit = min(workload.dispatch_batch, room)
                 page = self.pusher.push_page(
-                    cursor, limit, lateness_s=settings.sweep_grace, before=before, guard=guard
+                    cursor, limit, lateness_s=workload.deployment.sweep_grace, before=before, guard=guard
                 )
                 if page.read == 0:
                     break
@@ -141,20 +131,21 @@ class Sweeper:
         if pushed:
             log.warning(
                 "%ssweep: %d rows overdue by more than %.1fs were not in flight; dispatched them again",
-                log_prefix(settings),
+                workload.log_prefix,
                 pushed,
-                settings.sweep_grace,
+                workload.deployment.sweep_grace,
             )
         return pushed
 
 
 class OrphanCollector(Job):
-    """Release in-flight ids (due more than orphan_after ago) that nothing holds."""
+    """Release in-flight ids (due more than orphan_after ago) that nothing holds; and the
+    housekeeping of the same period: error groups nobody saw for a day, the change feed's oldest."""
 
-    def candidates(self, part: Store, cutoff_ms: int, limit: int = 1000) -> list[bytes]:
+    def candidates(self, partition: int, cutoff_ms: int, limit: int = 1000) -> list[bytes]:
         """id, due pairs in flight for a due time older than the cutoff (HSCAN: never blocks Redis)."""
         found: list[bytes] = []
-        for row_id, due in part.scan_in_flight():
+        for row_id, due in self.store.scan_in_flight(partition):
             if int(due) < cutoff_ms:
                 found += [row_id, due]
                 if len(found) >= 2 * limit:
@@ -162,25 +153,28 @@ class OrphanCollector(Job):
         return found
 
     def run_once(self) -> list[int]:
-        self.store.prune_errors(time.time() - ERRORS_KEPT_S)  # error groups nobody saw for a day
-        now_ms = datetime_to_ms(self.db.scalar(self.queries.db_now))
-        cutoff_ms = now_ms - round(self.settings.orphan_after * 1000)
+        db_now, db_epoch = self.rows.clock()
+        self.store.prune_errors(db_epoch - ERRORS_KEPT_S)  # groups nobody saw for a day
+        if self.workload.changes:  # the change feed keeps its newest changes_keep
+            self.rows.trim_changes(self.workload.changes_keep)
+        now_ms = datetime_to_ms(db_now)
+        cutoff_ms = now_ms - round(self.workload.deployment.orphan_after * 1000)
         ids = []
-        for part in self.store.parts:  # each partition of the workload (one when unpartitioned)
-            ids += [self.keys.decode(r) for r in self.release_part(part, cutoff_ms)]
+        for partition in range(self.store.count):  # each partition of the workload (one when unpartitioned)
+            ids += [self.keys.decode(r) for r in self.release_part(partition, cutoff_ms)]
         if ids:
             log.warning(
                 "%sreleased %d in-flight ids nothing held (e.g. %s); they will be swept",
-                log_prefix(self.settings), len(ids), ids[:5],
+                self.workload.log_prefix, len(ids), ids[:5],
             )  # fmt: skip
         return ids
 
-    def release_part(self, part: Store, cutoff_ms: int) -> list[bytes]:
-        candidates = self.candidates(part, cutoff_ms)
+    def release_part(self, partition: int, cutoff_ms: int) -> list[bytes]:
+        candidates = self.candidates(partition, cutoff_ms)
         if not candidates:
             return []
         for _ in range(5):
-            released = part.release_orphans(candidates, part.worker_ids())
+            released = self.store.release_orphans(partition, candidates, self.store.worker_ids(partition))
             if released is not None:
                 return released
         return []  # workers kept changing; the next run will try again

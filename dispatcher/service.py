@@ -21,14 +21,16 @@ import time
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from dispatcher.lane import DispatchLane
-from dispatcher.lease import NotLeader
-from dispatcher.web import Dashboard
-from shared.config import Settings, load_workloads
-from shared.launch import launch
-from shared.loop import Service
-from shared.metrics import serve as serve_metrics
-from shared.redisconn import REDIS_DOWN
+from recheck.dispatcher.lane import DispatchLane
+from recheck.dispatcher.lease import NotLeader
+from recheck.dispatcher.web import Dashboard
+from recheck.shared.config import Settings, Workload
+from recheck.shared.mysql.schema import require_distinct_tables
+from recheck.shared.process.launch import launch
+from recheck.shared.process.loop import Service
+from recheck.shared.process.metrics import serve as serve_metrics
+from recheck.shared.redis.connection import REDIS_DOWN
+from recheck.shared.workloads import load_workloads
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +40,8 @@ DESCRIPTION = "Run the dispatcher and its reconciler jobs (configuration: RECHEC
 class DispatcherService(Service):
     role = "dispatcher"
 
-    def __init__(self, settings: Settings, workloads: list[Settings] | None = None):
-        workloads = workloads or [settings]
-        super().__init__(workloads[0], workloads)
+    def __init__(self, workloads: list[Workload]):
+        super().__init__(workloads)
         self.lanes = [DispatchLane(self, workload) for workload in workloads]
         first = self.lanes[0]
         self.presence, self.lease, self.dispatcher = first.presence, first.lease, first.dispatcher
@@ -50,7 +51,10 @@ class DispatcherService(Service):
             job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None},
         )
         self.dashboard = Dashboard(
-            [lane.monitor for lane in self.lanes], settings.dashboard_host, settings.dashboard_port
+            [lane.monitor for lane in self.lanes],
+            self.deployment.dashboard_host,
+            self.deployment.dashboard_port,
+            self.deployment.dashboard_token.get_secret_value(),
         )
         self.next_beat = 0.0
         self.last_handover = 0.0  # when this dispatcher last gave a lease back to share them out
@@ -59,10 +63,11 @@ class DispatcherService(Service):
     def startup(self) -> None:
         for lane in self.lanes:
             lane.startup()
+        require_distinct_tables([(lane.workload, lane.db) for lane in self.lanes])  # ConfigError: exit 2
         self.client.ping()
         if not self.served:  # once: a busy port is reported, not retried
             self.served = True
-            serve_metrics(self.settings.metrics_host, self.settings.metrics_port)
+            serve_metrics(self.deployment.metrics_host, self.deployment.metrics_port)
             self.dashboard.start()
         if not self.scheduler.running:
             for lane in self.lanes:
@@ -73,7 +78,7 @@ class DispatcherService(Service):
                     )  # fmt: skip
             self.scheduler.start()
         for lane in self.lanes:
-            s = lane.settings
+            s = lane.workload
             where = f"workload {lane.name}, " if len(self.lanes) > 1 else ""
             log.info(
                 "dispatcher %s started: %stable %s.%s, interval %gs, high water %d",
@@ -110,12 +115,12 @@ class DispatcherService(Service):
             lane.life.attempt(functools.partial(lane.beat, may_take=held < share))
         held = [lane for lane in self.lanes if lane.lease.held]
         now = time.monotonic()
-        if len(held) > share and now - self.last_handover >= self.settings.leader_ttl:
+        if len(held) > share and now - self.last_handover >= self.deployment.leader_ttl:
             self.last_handover = now  # one at a time: the others pick it up at their next beat
             log.info("dispatcher %s leads %d of %d workloads with %d dispatchers live; handing over %s",
                      self.id, len(held), len(self.lanes), live, held[-1].name)  # fmt: skip
             held[-1].lease.release()
-        self.next_beat = time.monotonic() + self.settings.heartbeat_interval
+        self.next_beat = time.monotonic() + self.deployment.heartbeat_interval
 
     def abandon(self) -> None:
         """The stop deadline passed with the loop blocked on a silent server: hand over at once."""
@@ -137,13 +142,13 @@ class DispatcherService(Service):
 
 def serve(settings: Settings) -> int:
     """Run one dispatcher for every workload until a signal stops it (`recheck dispatcher`)."""
-    service = DispatcherService(settings, load_workloads(settings))
+    service = DispatcherService(load_workloads(settings))
     service.install_signal_handlers()
     service.run()
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m dispatcher`."""
-    argparse.ArgumentParser(prog="python -m dispatcher", description=DESCRIPTION).parse_args(argv)
+    """`python -m recheck.dispatcher`."""
+    argparse.ArgumentParser(prog="python -m recheck.dispatcher", description=DESCRIPTION).parse_args(argv)
     return launch("dispatcher", serve)

@@ -1,12 +1,20 @@
-"""The dashboard: one read-only page and the JSON it polls, served by each dispatcher.
+"""The dashboard: one page and the JSON it polls, served by each dispatcher.
 
 Standard library only (http.server, one thread per request). It binds to localhost unless
-RECHECK_DASHBOARD_HOST says otherwise, accepts only GET, and serves what the monitor has
-already sampled: opening the page never queries MySQL.
+RECHECK_DASHBOARD_HOST says otherwise and serves what the monitor has already sampled: opening
+the page never queries MySQL.
+
+Read-only unless RECHECK_DASHBOARD_TOKEN is set. With a token it also takes the application's
+actions (now, pause, resume, release: recheck/client.py) as POST /api/action, and only a POST
+that carries the token in the X-Recheck-Token header, as JSON, from the page's own origin:
+a cross-site form cannot set that header or that content type, a cross-site script's request
+with them needs a CORS preflight this server never grants, and GET changes nothing. Every
+action is logged with its ids.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import threading
@@ -15,70 +23,130 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from urllib.parse import parse_qs, urlsplit
 
-from dispatcher.monitor import Monitor
-from shared.db import Database, DatabaseDown
-from shared.redisconn import REDIS_DOWN
-from shared.rowstory import row_story
-from shared.schema import describe_table
-from shared.status import headline
+from recheck.dispatcher.monitor import Monitor
+from recheck.shared.actions import ACTIONS, Actions
+from recheck.shared.mysql.db import Database, DatabaseDown
+from recheck.shared.mysql.rows import Rows
+from recheck.shared.mysql.schema import describe_table
+from recheck.shared.redis.connection import REDIS_DOWN
+from recheck.shared.views.rowstory import row_story
+from recheck.shared.views.status import headline, shown_key
 
 log = logging.getLogger(__name__)
 
 
 def page() -> bytes:
-    return resources.files("dispatcher").joinpath("static", "dashboard.html").read_bytes()
+    return resources.files("recheck.dispatcher").joinpath("static", "dashboard.html").read_bytes()
+
+
+ROW_LOOKUPS = 4  # row lookups at once (each a MySQL connection of its own): a flood cannot starve workers
+LOOKUP_WAIT = 2.0  # seconds a lookup waits for its turn before the page is told to try again
+REQUESTS = 64  # requests served at once (a thread each); more are turned away
+ACTION_BODY_LIMIT = 65_536  # bytes of an action's JSON
+ACTION_IDS = 1_000  # ids per action
 
 
 class Dashboard:
-    def __init__(self, monitors: list[Monitor], host: str, port: int):
+    def __init__(self, monitors: list[Monitor], host: str, port: int, token: str = ""):
         self.monitors = {monitor.workload: monitor for monitor in monitors}
         self.host = host
         self.port = port
+        self.token = token  # '' = read-only
         self.server: ThreadingHTTPServer | None = None
+        self.lookups = threading.BoundedSemaphore(ROW_LOOKUPS)
 
-    def status(self, workload: str | None) -> dict | None:
+    def monitor(self, name: str | None) -> Monitor | None:
+        """The named workload's monitor (the first workload's by default); None if unknown."""
+        return self.monitors.get(name) if name else next(iter(self.monitors.values()))
+
+    def status(self, name: str | None) -> dict | None:
         """One workload's sampled facts and history (the first workload's by default), and a
         line on every workload for the page's picker; None for an unknown workload."""
-        monitor = self.monitors.get(workload) if workload else next(iter(self.monitors.values()))
+        monitor = self.monitor(name)
         if monitor is None:
             return None
         snapshot = monitor.snapshot()
         snapshot["title"] = monitor.title
         snapshot["workload"] = monitor.workload
+        snapshot["actions"] = bool(self.token)
         snapshot["workloads"] = [
             {"name": name, "title": other.title, **summary(other.snapshot()["facts"])}
             for name, other in self.monitors.items()
         ]
         return snapshot
 
-    def row(self, workload: str | None, key_text: str | None) -> tuple[HTTPStatus, dict]:
+    def row(self, name: str | None, key_text: str | None) -> tuple[HTTPStatus, dict]:
         """One row's story (what `recheck inspect` prints), for the page's search box."""
-        monitor = self.monitors.get(workload) if workload else next(iter(self.monitors.values()))
+        monitor = self.monitor(name)
         if monitor is None or key_text is None:
             return HTTPStatus.NOT_FOUND, {"error": "say which row: /api/row?id=ID[&workload=NAME]"}
-        settings, store = monitor.sampler.settings, monitor.sampler.store
-        db = Database(settings, read_timeout=5.0)  # this request's own connection
+        workload, store = monitor.sampler.workload, monitor.sampler.store
+        if not self.lookups.acquire(timeout=LOOKUP_WAIT):
+            return HTTPStatus.SERVICE_UNAVAILABLE, {"error": "too many lookups at once; try again"}
+        db = Database(workload, read_timeout=5.0)  # this request's own connection (at most ROW_LOOKUPS)
         try:
-            keys = describe_table(settings, db).keys
+            keys = describe_table(workload, db).keys
             try:
                 key = keys.from_text(key_text)
             except ValueError as error:
                 return HTTPStatus.BAD_REQUEST, {"error": str(error)}
-            story = row_story(settings, db, store, keys, key)
+            story = row_story(workload, db, store, keys, key)
         except (DatabaseDown, *REDIS_DOWN) as error:
             return HTTPStatus.SERVICE_UNAVAILABLE, {"error": f"cannot look it up now: {error}"}
         finally:
             db.close()
+            self.lookups.release()
         if story is None:
             return HTTPStatus.NOT_FOUND, {"error": f"no row with id {key_text!r} in {monitor.title}"}
         return HTTPStatus.OK, story
+
+    def allows(self, token: str | None) -> bool:
+        if not self.token or token is None:
+            return False
+        return hmac.compare_digest(token.encode(), self.token.encode())  # no timing hints
+
+    def act(self, request: dict, peer: str) -> tuple[HTTPStatus, dict]:
+        """One action from the page: {"action", "ids", "workload"} -> what it did."""
+        action, ids = request.get("action"), request.get("ids")
+        if action not in ACTIONS:
+            return HTTPStatus.BAD_REQUEST, {"error": f"action must be one of {', '.join(ACTIONS)}"}
+        texts = isinstance(ids, list) and all(isinstance(row_id, str) for row_id in ids)
+        if not texts or not 0 < len(ids) <= ACTION_IDS:
+            return HTTPStatus.BAD_REQUEST, {"error": f"ids: a list of 1 to {ACTION_IDS} ids as text"}
+        monitor = self.monitor(request.get("workload"))
+        if monitor is None:
+            return HTTPStatus.NOT_FOUND, {"error": f"no workload {request.get('workload')!r}"}
+        workload = monitor.sampler.workload
+        if not self.lookups.acquire(timeout=LOOKUP_WAIT):
+            return HTTPStatus.SERVICE_UNAVAILABLE, {"error": "too many requests at once; try again"}
+        db = Database(workload, read_timeout=5.0)  # this request's own connection
+        try:
+            acted = getattr(Actions(Rows(workload, db), lambda: monitor.sampler.store), action)(ids)
+        except ValueError as error:  # an id the key column cannot hold
+            return HTTPStatus.BAD_REQUEST, {"error": str(error)}
+        except (DatabaseDown, *REDIS_DOWN) as error:
+            return HTTPStatus.SERVICE_UNAVAILABLE, {"error": f"not done: {error}"}
+        finally:
+            db.close()
+            self.lookups.release()
+        done = [str(shown_key(key)) for key in acted.done]
+        shown = ", ".join(ids[:20]) + (" ..." if len(ids) > 20 else "")
+        log.warning("%sdashboard action %s from %s: ids %s (done %d, missing %d, left alone %d)",
+                    workload.log_prefix, action, peer, shown, len(done), len(acted.missing),
+                    len(acted.skipped))  # fmt: skip
+        return HTTPStatus.OK, {
+            "action": action,
+            "done": done,
+            "missing": [str(shown_key(key)) for key in acted.missing],
+            "skipped": [str(shown_key(key)) for key in acted.skipped],
+        }
 
     def start(self) -> bool:
         if not self.port:
             return False
         handler = type("DashboardHandler", (Handler,), {"dashboard": self})
         try:
-            self.server = ThreadingHTTPServer((self.host, self.port), handler)
+            self.server = BoundedServer((self.host, self.port), handler)
         except OSError as error:
             log.warning("dashboard not served: cannot listen on %s:%d (%s)", self.host, self.port, error)
             return False
@@ -93,11 +161,32 @@ class Dashboard:
             self.server.server_close()
 
 
+class BoundedServer(ThreadingHTTPServer):
+    """A thread per request, but at most REQUESTS at once: beyond that a connection is closed
+    unanswered instead of starting yet another thread."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.slots = threading.BoundedSemaphore(REQUESTS)
+
+    def process_request(self, request, client_address) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
 def summary(facts: dict | None) -> dict:
     """What the workload picker shows of a workload: its state and headline."""
     if not facts:
         return {"state": "unknown", "headline": "waiting for the first sample"}
-    state = "fresh" if facts["fresh"] else "overdue" if facts["overdue_1s"] else "failing"
+    state = "fresh" if facts["fresh"] else "overdue" if facts["overdue_waiting"] else "failing"
     return {"state": state, "headline": headline(facts)}
 
 
@@ -131,7 +220,46 @@ class Handler(BaseHTTPRequestHandler):
     def refuse(self) -> None:
         self.reply(HTTPStatus.METHOD_NOT_ALLOWED, "text/plain", b"read-only\n", allow="GET")
 
-    do_POST = do_PUT = do_DELETE = do_PATCH = refuse
+    do_PUT = do_DELETE = do_PATCH = refuse
+
+    def do_POST(self) -> None:
+        if urlsplit(self.path).path != "/api/action" or not self.dashboard.token:
+            self.refuse()
+            return
+        problem = self.action_refused()
+        if problem is not None:
+            log.warning("dashboard action refused from %s: %s", self.address_string(), problem[1])
+            self.answer(*problem)
+            return
+        try:
+            request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        except ValueError:
+            self.answer(HTTPStatus.BAD_REQUEST, "the body is not JSON")
+            return
+        if not isinstance(request, dict):
+            self.answer(HTTPStatus.BAD_REQUEST, 'the body must be {"action": ..., "ids": [...]}')
+            return
+        status, body = self.dashboard.act(request, self.address_string())
+        self.reply(status, "application/json", json.dumps(body).encode())
+
+    def action_refused(self) -> tuple[HTTPStatus, str] | None:
+        """Why this POST may not act (None: it may)."""
+        if not self.dashboard.allows(self.headers.get("X-Recheck-Token")):
+            return HTTPStatus.FORBIDDEN, "a valid X-Recheck-Token header is needed"
+        if (self.headers.get("Content-Type") or "").split(";")[0].strip() != "application/json":
+            return HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "send the action as application/json"
+        origin = self.headers.get("Origin")
+        if origin is not None and urlsplit(origin).netloc != self.headers.get("Host"):
+            return HTTPStatus.FORBIDDEN, f"cross-origin request from {origin} refused"
+        if self.headers.get("Sec-Fetch-Site", "same-origin") not in ("same-origin", "none"):
+            return HTTPStatus.FORBIDDEN, "cross-site request refused"
+        length = self.headers.get("Content-Length")
+        if length is None or not length.isdigit() or int(length) > ACTION_BODY_LIMIT:
+            return HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"send a Content-Length up to {ACTION_BODY_LIMIT}"
+        return None
+
+    def answer(self, status: HTTPStatus, error: str) -> None:
+        self.reply(status, "application/json", json.dumps({"error": error}).encode())
 
     def reply(self, status: HTTPStatus, content_type: str, body: bytes, **headers: str) -> None:
         self.send_response(status)

@@ -1,1 +1,25 @@
-"""The `recheck` command: parses arguments and runs the roles, the local supervisor and tools."""
+"""recheck: keep every row of a big MySQL table freshly checked.
+
+The public API is what this module exports; everything else (recheck.shared, recheck.workers,
+recheck.dispatcher, recheck.commands) may change between releases:
+
+- ``Recheck(value, after=seconds)``: a check's result for one row that also says when to check
+  that row again;
+- ``per_row`` and ``batch``: decorators that say how a plain function is called (one row at a
+  time in a thread pool, or a list of rows at a time);
+- ``Client``: the application's side: ``now``, ``pause``, ``resume``, ``state`` and ``changes``
+  (the change feed), with ``Acted`` and ``Change``, what they return.
+"""
+
+from recheck.workers.checks import Recheck, batch, per_row
+
+__all__ = ["Acted", "Change", "Client", "Recheck", "batch", "per_row"]
+_CLIENT = ("Acted", "Change", "Client")  # imported when first asked for: a worker never needs them
+
+
+def __getattr__(name: str):
+    if name in _CLIENT:
+        import recheck.client as client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'recheck' has no attribute {name!r}")

@@ -1,8 +1,13 @@
-"""Configuration from RECHECK_* environment variables (and a .env file), and the workloads file.
+"""Configuration: RECHECK_* environment variables (and a .env file), in two kinds.
 
-One deployment may keep several tables fresh: `recheck.toml` (or the file RECHECK_CONFIG names)
-has a `[workloads.NAME]` table per workload, whose keys override the RECHECK_* defaults for that
-workload only. Without a file, the RECHECK_* variables define one workload named `default`.
+- Deployment: what one deployment shares (Redis, the processes' timings, observability);
+- Workload: one table kept fresh (its server, table, columns, schedule, check), with the
+  Deployment it belongs to. A deployment may keep several: the workloads file
+  (shared/workloads.py) has a table per workload whose keys override the RECHECK_* values.
+
+Settings reads the environment: every variable of both kinds; `deployment()` and
+`default_workload()` make the typed settings the code passes around, so a signature says
+which kind it needs.
 
 Every value that ends up in SQL (table and column names, the database name) is checked
 against a strict identifier pattern here, so the SQL layer can quote it without further
@@ -15,14 +20,21 @@ import difflib
 import os
 import re
 import sys
-import tomllib
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from dotenv import dotenv_values
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict, TomlConfigSettingsSource
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 ENV_PREFIX = "RECHECK_"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
@@ -66,6 +78,21 @@ def _optional_identifier(value: str) -> str:
     return _identifier(value) if value else value
 
 
+def _names(value: object) -> object:
+    """A list of names from a variable ("url, interval_s") or a TOML list."""
+    if isinstance(value, str):
+        return tuple(name.strip() for name in value.split(",") if name.strip())
+    return value
+
+
+def _identifiers(value: tuple[str, ...]) -> tuple[str, ...]:
+    for name in value:
+        _identifier(name)
+    if len({name.lower() for name in value}) != len(value):
+        raise ValueError("names a column twice")
+    return value
+
+
 def _mysql_url(value: str) -> str:
     parse_mysql_url(value)
     return value
@@ -75,7 +102,32 @@ def _redis_url(value: str) -> str:
     scheme = urlsplit(value).scheme
     if scheme not in ("redis", "rediss", "unix"):
         raise ValueError("must start with redis://, rediss:// or unix://")
+    require_unambiguous(value)
     return value
+
+
+ENCODE_HINT = (
+    "percent-encode the special characters of the user and password (# as %23, / as %2F, ? as %3F, "
+    "@ as %40, : as %3A, % as %25)"
+)
+
+
+def ambiguous(url: str) -> bool:
+    """Whether a URL cannot be split into its parts for sure: a '#', '/', '?' or '@' in an unencoded
+    password ends the user part early, so the rest of the password lands in the port, path, query
+    or fragment (where it could be printed)."""
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018 (raises for a port that is not a number: a password's tail)
+    except ValueError:
+        return True
+    after_host = url[url.find(parts.netloc) + len(parts.netloc) :] if parts.netloc else url
+    return "#" in url or ("@" in after_host and "@" not in parts.netloc)
+
+
+def require_unambiguous(url: str) -> None:
+    if ambiguous(url):
+        raise ValueError(f"cannot be read for sure: {ENCODE_HINT}")
 
 
 Identifier = Annotated[str, AfterValidator(_identifier)]
@@ -104,6 +156,7 @@ def parse_mysql_url(url: str) -> MySQLTarget:
     parts = urlsplit(url)
     if parts.scheme not in ("mysql", "mysql+pymysql", "mariadb"):
         raise ValueError("must start with mysql://")
+    require_unambiguous(url)
     database = unquote(parts.path.lstrip("/"))
     if not _IDENTIFIER.fullmatch(database):
         raise ValueError(
@@ -133,7 +186,11 @@ SECRET_OPTIONS = re.compile(r"pass|secret|token|auth", re.IGNORECASE)  # passwor
 
 def redact_url(url: str) -> str:
     """The URL with every secret replaced by ***: the password of its user part, and the value of
-    any query option named like one (redis-py reads ?password=...), safe for logs and status."""
+    any query option named like one (redis-py reads ?password=...), safe for logs and status.
+    A URL that cannot be split for sure (an unencoded '#', '/', '?' or '@' in its password)
+    shows only its scheme: where the password ends cannot be known."""
+    if ambiguous(url):
+        return f"{urlsplit(url).scheme or 'url'}://*** (not shown: {ENCODE_HINT})"
     parts = urlsplit(url)
     head, mark, rest = url.partition("?")
     if parts.password is not None:
@@ -147,19 +204,69 @@ def redact_url(url: str) -> str:
     return head + mark + query + hash_mark + fragment
 
 
-class Settings(BaseSettings):
-    """Every knob of recheck. The env variable is RECHECK_ + the field name in upper case."""
+def as_variable(value: object) -> str:
+    """A setting's value as its RECHECK_* variable spells it (for child processes)."""
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, tuple | list):
+        return ",".join(str(item) for item in value)
+    return str(value)
 
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, env_file=".env", extra="ignore", validate_default=True
-    )
 
-    # Where things are.
-    mysql_url: Annotated[str, AfterValidator(_mysql_url)] = "mysql://root@127.0.0.1:3306/recheck"
+class DeploymentFields(BaseModel):
+    """What is one per deployment: Redis, the processes' timings, observability. Every field is
+    also a RECHECK_* variable (RECHECK_ + the name in upper case)."""
+
     redis_url: Annotated[str, AfterValidator(_redis_url)] = "redis://127.0.0.1:6379/0"
     key_prefix: Annotated[str, AfterValidator(_key_prefix)] = "recheck"
+    config: str = ""  # the workloads file ('' = ./recheck.toml if it exists)
 
-    # The table and its columns (see README "Pointing recheck at an existing table").
+    poll_interval: Seconds = 0.05  # the dispatcher's pause when caught up or at high water
+
+    # Liveness and recovery.
+    heartbeat_interval: Seconds = 1.0
+    heartbeat_ttl: Seconds = 5.0
+    reclaim_interval: Seconds = 1.0
+    sweep_interval: Seconds = 2.0
+    sweep_grace: Seconds = 3.0
+    orphan_after: Seconds = 120.0
+    orphan_interval: Seconds = 30.0
+    leader_ttl: Seconds = 5.0
+    shutdown_timeout: Seconds = 10.0
+
+    # Session time zone for recheck's MySQL connections; '' keeps the server's default.
+    db_time_zone: Annotated[str, Field(pattern=r"^$|^[+-]\d{2}:\d{2}$|^[A-Za-z_/]+$")] = "+00:00"
+
+    # Observability: /metrics on every process, the dashboard on each dispatcher (0 = off).
+    metrics_host: str = "127.0.0.1"
+    metrics_port: Annotated[int, Field(ge=0, le=65535)] = 9464
+    dashboard_host: str = "127.0.0.1"
+    dashboard_port: Annotated[int, Field(ge=0, le=65535)] = 8080
+    # With a token, the dashboard also offers now, pause, resume and release (a POST carrying it).
+    dashboard_token: SecretStr = SecretStr("")
+
+    # `recheck health`: each process writes its role, pid and heartbeat key here ('' = off).
+    health_file: str = ""
+
+    # `recheck init-db` also creates (or updates) this least-privilege MySQL user, with only
+    # SELECT and UPDATE on the table, for the dispatcher and workers ('' = don't).
+    app_user: Annotated[str, Field(pattern=r"^$|^[A-Za-z0-9_]{1,32}$")] = ""
+    app_password: SecretStr = SecretStr("")
+
+    # recheck's own loggers' level (other loggers, a check's libraries', log from WARNING on),
+    # the line format, and a logging.config.dictConfig file (JSON or TOML) applied on top.
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["text", "json"] = "text"
+    log_config: str = ""
+
+
+class WorkloadFields(BaseModel):
+    """What each workload may set (in the workloads file, or as RECHECK_* for the default one):
+    its table, its schedule and its check."""
+
+    mysql_url: Annotated[str, AfterValidator(_mysql_url)] = "mysql://root@127.0.0.1:3306/recheck"
+
+    # The table and its columns (see docs/existing-table.md).
     table: Identifier = "user_block_status"
     id_column: Identifier = "user_id"
     due_column: Identifier = "next_check_at"
@@ -176,17 +283,20 @@ class Settings(BaseSettings):
     interval_column: Annotated[str, AfterValidator(_optional_identifier)] = ""
     min_interval: Annotated[float, Field(ge=0, le=86_400 * 365)] = 0.0
     max_interval: Seconds = 86_400 * 365.0
-    check: Annotated[str, AfterValidator(_check_ref)] = "workers.demo:check"
+    check: Annotated[str, AfterValidator(_check_ref)] = "recheck.workers.demo:check"
     check_kind: Literal["auto", "batch", "row"] = "auto"
     check_timeout: Seconds = 30.0
     concurrency: Annotated[int, Field(ge=1, le=10_000)] = 50
+    # Columns the check gets with each row: they are read for a whole take in one statement and
+    # the check receives rows (read-only mappings, the id column included) instead of ids.
+    columns: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_names), AfterValidator(_identifiers)] = ()
+    # Next due times come up to this share of the row's interval early, at random, so rows that
+    # came due together (after a stop, a bulk import) spread out again by themselves.
+    jitter: Annotated[float, Field(ge=0, le=0.5)] = 0.05
 
-    # Workloads: the file, this workload's name (set by the file) and its share of a worker's time.
-    config: str = ""
-    workload: Annotated[str, AfterValidator(_workload)] = DEFAULT_WORKLOAD
+    # Its share of a worker's time, and the sets of Redis keys (each its own hash tag: its own
+    # Redis Cluster slot) its ids are spread over by a hash of the id (redis/partitions.py).
     weight: Annotated[float, Field(gt=0, le=1000)] = 1.0
-    # Sets of Redis keys (each its own hash tag: its own Redis Cluster slot) the workload's ids
-    # are spread over by a hash of the id (shared/partitions.py); 1 = one set, as before.
     partitions: Annotated[int, Field(ge=1, le=1024)] = 1
 
     # Batching and backpressure.
@@ -197,58 +307,63 @@ class Settings(BaseSettings):
     # (workers/batchsize.py). At or below worker_batch: one call per take, as before.
     worker_take_max: Annotated[int, Field(ge=1, le=20_000)] = 4000
     high_water: Annotated[int, Field(ge=1, le=10_000_000)] = 20_000
-    # Write-backs of this workload running at once, over every worker (workers/writeslots.py);
+    # Write-backs of this workload running at once, over every worker (workers/writing/writeslots.py);
     # 0 = no limit. Many at once contend inside InnoDB; raise it for a MySQL with many cores.
     write_slots: Annotated[int, Field(ge=0, le=64)] = 2
-    poll_interval: Seconds = 0.05
 
-    # Liveness and recovery.
-    heartbeat_interval: Seconds = 1.0
-    heartbeat_ttl: Seconds = 5.0
-    reclaim_interval: Seconds = 1.0
-    sweep_interval: Seconds = 2.0
-    sweep_grace: Seconds = 3.0
-    orphan_after: Seconds = 120.0
-    orphan_interval: Seconds = 30.0
-    max_reclaims: Annotated[int, Field(ge=1, le=100)] = 3
-    leader_ttl: Seconds = 5.0
-    shutdown_timeout: Seconds = 10.0
-
-    # Failed checks are retried after retry_base, doubling each time, at most retry_max.
+    # A failed check's row is due again after its own interval, as after a success ("interval"),
+    # or sooner ("backoff": after retry_base, doubling each time, at most retry_max and never
+    # later than its interval).
+    retry: Literal["interval", "backoff"] = "interval"
     retry_base: Seconds = 1.0
     retry_max: Seconds = 300.0
+    max_reclaims: Annotated[int, Field(ge=1, le=100)] = 3  # reclaims from dead workers before quarantine
     # Share of the last minute's checks that failed above which checks count as failing: rows
-    # are not fresh, status says so, workers log a warning (the alert rule uses the same 0.1).
+    # are not fresh, status says so, workers log a warning, the alert rule fires.
     failing_threshold: Annotated[float, Field(gt=0, le=1)] = 0.1
+    # The change feed: every transition of a row's stored result (and between failing and
+    # succeeding) recorded in the write-back's own transaction, in the table recheck_changes,
+    # the newest changes_keep of them kept.
+    changes: bool = False
+    changes_keep: Annotated[int, Field(ge=1_000, le=1_000_000_000)] = 1_000_000
+    # A provider's limits, over every worker of the deployment (0 = none): checks started per
+    # second, and checks running at once (workers/limits.py explains how they are kept).
+    rate_limit: Annotated[float, Field(ge=0, le=10_000_000)] = 0.0
+    max_in_flight: Annotated[int, Field(ge=0, le=1_000_000)] = 0
 
-    # Session time zone for recheck's MySQL connections; '' keeps the server's default.
-    db_time_zone: Annotated[str, Field(pattern=r"^$|^[+-]\d{2}:\d{2}$|^[A-Za-z_/]+$")] = "+00:00"
 
-    # Observability: /metrics on every process, the dashboard on each dispatcher (0 = off).
-    metrics_host: str = "127.0.0.1"
-    metrics_port: Annotated[int, Field(ge=0, le=65535)] = 9464
-    dashboard_host: str = "127.0.0.1"
-    dashboard_port: Annotated[int, Field(ge=0, le=65535)] = 8080
+WORKLOAD_KEYS = tuple(WorkloadFields.model_fields)  # what a [workloads.NAME] table may set
 
-    # `recheck health`: each process writes its role, pid and heartbeat key here ('' = off).
-    health_file: str = ""
 
-    # `recheck init-db` also creates (or updates) this least-privilege MySQL user, with only
-    # SELECT and UPDATE on the table, for the dispatcher and workers ('' = don't).
-    app_user: Annotated[str, Field(pattern=r"^$|^[A-Za-z0-9_]{1,32}$")] = ""
-    app_password: SecretStr = SecretStr("")
+class Deployment(DeploymentFields):
+    """The settings one deployment shares: every process, every workload."""
 
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    log_format: Literal["text", "json"] = "text"
+    model_config = ConfigDict(extra="forbid", validate_default=True)
 
     @model_validator(mode="after")
-    def _consistent(self) -> Settings:
+    def _consistent(self) -> Deployment:
         if self.heartbeat_ttl < 2 * self.heartbeat_interval:
             raise ValueError("heartbeat_ttl: must be at least twice RECHECK_HEARTBEAT_INTERVAL")
         if self.leader_ttl < 2 * self.heartbeat_interval:
             raise ValueError("leader_ttl: must be at least twice RECHECK_HEARTBEAT_INTERVAL")
         if self.app_user and not self.app_password.get_secret_value():
             raise ValueError("app_password: must be set when RECHECK_APP_USER is")
+        return self
+
+
+class Workload(WorkloadFields):
+    """One table kept fresh: its own settings, and the deployment it belongs to."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+    name: Annotated[str, AfterValidator(_workload)] = DEFAULT_WORKLOAD
+    deployment: Deployment = Field(default_factory=Deployment, exclude=True)
+    # Where its settings came from, for messages: the workloads file and the keys it set here.
+    origin: str = Field(default="", exclude=True)
+    file_keys: frozenset[str] = Field(default=frozenset(), exclude=True)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Workload:
         if self.retry_max < self.retry_base:
             raise ValueError("retry_max: must not be smaller than RECHECK_RETRY_BASE")
         if self.max_interval < self.min_interval:
@@ -265,15 +380,73 @@ class Settings(BaseSettings):
         ]
         if len({c.lower() for c in columns}) != len(columns):
             raise ValueError("id_column: the configured column names must all be different")
+        if 0 < self.max_in_flight < self.partitions:
+            raise ValueError(
+                "max_in_flight: must be at least `partitions` (each partition keeps a share of it)"
+            )
         return self
 
     @property
     def mysql(self) -> MySQLTarget:
         return parse_mysql_url(self.mysql_url)
 
+    def setting_name(self, field: str) -> str:
+        """How the configuration spells one of this workload's settings, for messages: its key in
+        the workloads file when it was set there, else its RECHECK_* variable."""
+        if field in self.file_keys:
+            return f"{self.origin} [workloads.{self.name}] {field}"
+        return f"{ENV_PREFIX}{field.upper()}"
+
+    @property
+    def log_prefix(self) -> str:
+        """What a log line about this workload starts with: nothing for the only (default) one."""
+        return "" if self.name == DEFAULT_WORKLOAD else f"[{self.name}] "
+
+    def evolve(self, **changes) -> Workload:
+        """This workload with some settings changed, validated; a deployment setting among them
+        changes the deployment (tests, benchmarks and command-line options)."""
+        ours = {k: v for k, v in changes.items() if k not in DeploymentFields.model_fields}
+        theirs = {k: v for k, v in changes.items() if k in DeploymentFields.model_fields}
+        deployment = self.deployment
+        if theirs:
+            deployment = Deployment.model_validate({**deployment.model_dump(), **theirs})
+        return Workload.model_validate(
+            {**self.model_dump(), **ours, "deployment": deployment, "origin": self.origin,
+             "file_keys": self.file_keys - set(ours)}
+        )  # fmt: skip
+
     def env_overrides(self) -> dict[str, str]:
-        """These settings as RECHECK_* variables, for child processes."""
-        return {f"{ENV_PREFIX}{name.upper()}": str(value) for name, value in self.model_dump().items()}
+        """This workload and its deployment as RECHECK_* variables (a child process started with
+        them sees the same settings; the workloads file, if any, is named by RECHECK_CONFIG)."""
+        values = {**self.deployment.model_dump(), **self.model_dump(), "workload": self.name}
+        values.pop("name")
+        return {f"{ENV_PREFIX}{name.upper()}": as_variable(value) for name, value in values.items()}
+
+
+class Settings(BaseSettings, DeploymentFields, WorkloadFields):
+    """The environment: every RECHECK_* variable (and .env), the deployment's and the default
+    workload's. The env variable is RECHECK_ + the field name in upper case."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_file=".env", extra="ignore", validate_default=True
+    )
+
+    workload: Annotated[str, AfterValidator(_workload)] = DEFAULT_WORKLOAD  # the default workload's name
+
+    def deployment(self) -> Deployment:
+        """The deployment's settings (what every process and workload shares)."""
+        values = {name: getattr(self, name) for name in DeploymentFields.model_fields}
+        return Deployment.model_validate(values)
+
+    def env_overrides(self) -> dict[str, str]:
+        """These settings as RECHECK_* variables, for child processes (`recheck run`'s)."""
+        values = {name: getattr(self, name) for name in type(self).model_fields}
+        return {f"{ENV_PREFIX}{name.upper()}": as_variable(value) for name, value in values.items()}
+
+    def default_workload(self) -> Workload:
+        """The workload the RECHECK_* variables describe (the only one without a workloads file)."""
+        values = {name: getattr(self, name) for name in WorkloadFields.model_fields}
+        return Workload.model_validate({**values, "name": self.workload, "deployment": self.deployment()})
 
 
 def describe_error(error: ValidationError) -> list[str]:
@@ -301,9 +474,24 @@ def unknown_variables(names) -> list[str]:
     warnings = []
     for name in sorted({n.upper() for n in names if n.upper().startswith(ENV_PREFIX)} - known):
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
-        hint = f"; did you mean {close[0]}?" if close else " (see `recheck --help` and the README)"
+        hint = f"; did you mean {close[0]}?" if close else " (see `recheck --help` and docs/configuration.md)"
         warnings.append(f"unknown variable {name} is ignored{hint}")
     return warnings
+
+
+def export_dotenv(path: str = ".env") -> list[str]:
+    """Put the .env file's other variables (a check's own settings: an API key, a timeout) into
+    the environment, where the check finds them as it would under compose's env_file; variables
+    already set win, and RECHECK_* stay recheck's to read (so `recheck config` can still tell
+    which came from .env). Returns the names exported."""
+    if not os.path.exists(path):
+        return []
+    exported = []
+    for name, value in dotenv_values(path).items():
+        if value is not None and not name.upper().startswith(ENV_PREFIX) and name not in os.environ:
+            os.environ[name] = value
+            exported.append(name)
+    return exported
 
 
 def load_settings(**overrides) -> Settings:
@@ -311,6 +499,7 @@ def load_settings(**overrides) -> Settings:
     A RECHECK_* variable that is no setting (a typo) gets one warning line."""
     try:
         settings = Settings(**overrides)
+        settings.default_workload()  # its deployment too: the checks that span several settings
     except ValidationError as error:
         for line in describe_error(error):
             print(f"recheck: configuration error: {line}", file=sys.stderr)
@@ -319,104 +508,3 @@ def load_settings(**overrides) -> Settings:
     for warning in unknown_variables(names):
         print(f"recheck: warning: {warning}", file=sys.stderr)
     return settings
-
-
-# What a workload may set in the workloads file: its table, its schedule and its check. The
-# rest (Redis, timings of the processes, observability) is one per deployment: RECHECK_*.
-WORKLOAD_KEYS = (
-    "mysql_url", "table", "id_column", "due_column", "checked_column", "result_column", "count_column",
-    "fail_column", "error_column", "interval", "interval_column", "min_interval", "max_interval", "check",
-    "check_kind", "check_timeout", "concurrency", "worker_batch", "worker_take_max",
-    "dispatch_batch", "high_water", "write_slots",
-    "retry_base", "retry_max", "max_reclaims", "weight", "partitions",
-)  # fmt: skip
-
-
-class WorkloadsFile(BaseModel):
-    """The workloads file's shape: `[workloads.NAME]` tables and nothing else."""
-
-    model_config = ConfigDict(extra="forbid")
-    workloads: dict[str, dict[str, Any]] = {}
-
-
-def workloads_path(settings: Settings) -> Path | None:
-    """RECHECK_CONFIG, or ./recheck.toml if there is one; None: no file, one `default` workload."""
-    if settings.config:
-        return Path(settings.config)
-    return Path(WORKLOADS_FILE) if Path(WORKLOADS_FILE).exists() else None
-
-
-def read_workloads(settings: Settings) -> list[Settings]:
-    """Every workload's settings, in the file's order; raises ConfigError naming what is wrong."""
-    path = workloads_path(settings)
-    if path is None:
-        return [settings]
-    if not path.is_file():
-        raise ConfigError(f"RECHECK_CONFIG: {path} is not a file")
-    try:
-        raw = TomlConfigSettingsSource(BaseSettings, toml_file=path)()
-        tables = WorkloadsFile.model_validate(raw).workloads
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{path}: not valid TOML: {error}") from None
-    except ValidationError as error:
-        extra = sorted(str(item["loc"][0]) for item in error.errors() if item["type"] == "extra_forbidden")
-        hint = f"[{extra[0]}] is not known; " if extra else ""
-        raise ConfigError(f"{path}: {hint}workloads go in [workloads.NAME] tables") from None
-    if not tables:
-        raise ConfigError(f"{path}: defines no workload; add a [workloads.NAME] table")
-    base = settings.model_dump()
-    workloads, lines, seen = [], [], {}
-    for name, values in tables.items():
-        where = f"{path}: workload {name!r}"
-        if not isinstance(values, dict):
-            lines.append(f"{where}: must be a table of settings")
-            continue
-        unknown = [key for key in values if key not in WORKLOAD_KEYS]
-        for key in unknown:
-            close = difflib.get_close_matches(key, WORKLOAD_KEYS, n=1)
-            hint = f"did you mean {close[0]}?" if close else "per-deployment settings are RECHECK_* variables"
-            lines.append(f"{where}: {key}: not a workload setting ({hint})")
-        known = {key: value for key, value in values.items() if key in WORKLOAD_KEYS}
-        try:
-            workload = Settings.model_validate({**base, **known, "workload": name})
-        except ValidationError as error:
-            for line in describe_error(error):  # "RECHECK_INTERVAL: ..." -> "interval: ..."
-                variable, _, message = line.partition(": ")
-                lines.append(f"{where}: {variable.removeprefix(ENV_PREFIX).lower()}: {message}")
-            continue
-        target = (workload.mysql.host, workload.mysql.port, workload.mysql.database, workload.table)
-        if target in seen:
-            lines.append(f"{where}: keeps the same table as workload {seen[target]!r}")
-        seen[target] = name
-        if not unknown:
-            workloads.append(workload)
-    if lines:
-        raise ConfigError("\n".join(lines))
-    return workloads
-
-
-def load_workloads(settings: Settings) -> list[Settings]:
-    """read_workloads(), or one line per problem and exit 2."""
-    try:
-        return read_workloads(settings)
-    except ConfigError as error:
-        for line in str(error).splitlines():
-            print(f"recheck: configuration error: {line}", file=sys.stderr)
-        raise SystemExit(2) from None
-
-
-def log_prefix(settings: Settings) -> str:
-    """What a log line about one workload starts with: nothing for the only (default) one."""
-    return "" if settings.workload == DEFAULT_WORKLOAD else f"[{settings.workload}] "
-
-
-def select_workloads(workloads: list[Settings], names: str | None) -> list[Settings]:
-    """The workloads named (comma-separated, e.g. `--workloads users,urls`), all if None."""
-    if not names:
-        return workloads
-    known = {w.workload: w for w in workloads}
-    wanted = [name.strip() for name in names.split(",") if name.strip()]
-    missing = [name for name in wanted if name not in known]
-    if missing or not wanted:
-        raise ConfigError(f"unknown workload(s) {', '.join(missing) or names!r}; known: {', '.join(known)}")
-    return [known[name] for name in wanted]

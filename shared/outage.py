@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 log = logging.getLogger("recheck.outage")
 
-# The longest pause between reconnection attempts: part of every recovery bound in the README.
+# The longest pause between reconnection attempts: part of every recovery bound in docs/guarantees.md.
 MAX_BACKOFF = 2.0
 
 

@@ -9,10 +9,10 @@ import subprocess
 
 import pytest
 
-from bench.servers import MariaDBServer, RedisServer
-from recheck.initdb import init_db
-from shared.config import ENV_PREFIX, Settings
+from recheck.commands.init_db import init_db
+from recheck.shared.config import ENV_PREFIX, Settings, Workload
 from tests.support.processes import TEST_TIMINGS, Processes
+from tests.support.servers import MariaDBServer, RedisServer
 
 _databases = itertools.count(1)
 
@@ -25,14 +25,18 @@ def pytest_configure(config):
 
 
 LAYERS = ("unit", "integration", "chaos", "bench")
+SERIAL_LAYERS = ("chaos",)
 
 
 def pytest_collection_modifyitems(items):
-    """Each test is marked by its folder: `-m unit`, `-m "not bench"` and so on select layers."""
+    """Each test is marked by its folder: `-m unit`, `-m "not bench"` and so on select layers.
+    `make test` runs `-m "not serial"` in parallel processes, then `-m serial` alone."""
     for item in items:
         layer = item.path.parent.name
         if layer in LAYERS:
             item.add_marker(getattr(pytest.mark, layer))
+        if layer in SERIAL_LAYERS:  # bounds on lateness and rates: never beside other tests
+            item.add_marker(pytest.mark.serial)
 
 
 @pytest.fixture(scope="session")
@@ -53,13 +57,14 @@ def redis_server(tmp_path_factory):
 
 @pytest.fixture
 def make_settings(mariadb, redis_server, request):
-    """make_settings(**overrides) -> Settings for this test's own database (table created), empty Redis."""
+    """make_settings(**overrides) -> the default Workload (and its Deployment) of this test's own
+    database (table created) and an empty Redis; overrides of either kind."""
     name = re.sub(r"\W", "_", request.node.name)[:40]
     number = next(_databases)
     database = f"t{number}_{name}"
     redis_server.client().flushall()
 
-    def make(**overrides) -> Settings:
+    def make(**overrides) -> Workload:
         values = {
             "mysql_url": mariadb.url(database),
             "redis_url": redis_server.url(),
@@ -67,9 +72,9 @@ def make_settings(mariadb, redis_server, request):
             **TEST_TIMINGS,
             **overrides,
         }
-        settings = Settings(_env_file=None, **values)
-        assert init_db(settings, apply=False, say=lambda _: None) == 0  # idempotent
-        return settings
+        workload = Settings(_env_file=None, **values).default_workload()
+        assert init_db(workload, apply=False, say=lambda _: None) == 0  # idempotent
+        return workload
 
     yield make
     with mariadb.connect() as conn, conn.cursor() as cursor:
@@ -77,18 +82,18 @@ def make_settings(mariadb, redis_server, request):
 
 
 @pytest.fixture
-def settings(make_settings) -> Settings:
+def settings(make_settings) -> Workload:
     return make_settings()
 
 
 @pytest.fixture
 def make_worker():
     """make_worker(settings, check) -> an in-process Worker, started; closed after the test."""
-    from workers.worker import Worker
+    from recheck.workers.worker import Worker
 
     made = []
 
-    def make(settings: Settings, check, start: bool = True) -> Worker:
+    def make(settings: Workload, check, start: bool = True) -> Worker:
         worker = Worker(settings, check=check)
         made.append(worker)
         if start:

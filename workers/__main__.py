@@ -1,5 +1,5 @@
-"""`python -m workers [--concurrency C] [--batch B]`: the same as `recheck worker`."""
+"""`python -m recheck.workers [--concurrency C] [--batch B]`: the same as `recheck worker`."""
 
-from workers.worker import main
+from recheck.workers.worker import main
 
 raise SystemExit(main())

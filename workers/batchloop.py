@@ -16,13 +16,13 @@ import concurrent.futures
 import logging
 import time
 
-from shared.entries import Item
-from workers.batchsize import TakeSizer, slices
-from workers.checks import CheckShapeError, Outcome, batch_outcomes, describe_error
-from workers.intake import split
-from workers.loopbase import HUNG_CHECKS_LIMIT, CheckLoop
-from workers.pool import DaemonPool
-from workers.turns import Turns
+from recheck.shared.mysql.entries import Item
+from recheck.workers.batchsize import TakeSizer, slices
+from recheck.workers.checks import CheckShapeError, Outcome, batch_outcomes, describe_error
+from recheck.workers.intake import split
+from recheck.workers.loopbase import HUNG_CHECKS_LIMIT, CheckLoop
+from recheck.workers.pool import DaemonPool
+from recheck.workers.turns import Turns
 
 log = logging.getLogger(__name__)
 
@@ -31,15 +31,19 @@ class BatchLoop(CheckLoop):
     def __init__(self, *parts, turns: Turns | None = None) -> None:
         super().__init__(*parts)
         self.turns = turns or Turns()
-        self.sizer = TakeSizer(self.settings.worker_batch, self.settings.worker_take_max)
+        self.sizer = TakeSizer(self.workload.worker_batch, self.workload.worker_take_max)
         self._executor = DaemonPool(1)
         self._hung = 0
+        self.in_hand: list[Item] = []  # the take being checked (the heartbeat reports its due times)
         self.check_seconds = 0.0  # the last take's checks, all slices (wall time)
 
     def poll(self) -> float:
         self.ready_to_write()
         # Waiting for work happens outside the turn: the other workloads go on meanwhile.
         if not self.take_turn():
+            held_back = self.intake.limit_wait()
+            if held_back:  # ids are queued, but the limits say wait (never a blocking take)
+                return held_back
             if self.intake.wait_for_work():
                 self.take_turn()
             else:
@@ -48,8 +52,8 @@ class BatchLoop(CheckLoop):
 
     def take_turn(self) -> bool:
         """Take a batch and finish it, in this workload's turn; False if nothing was due."""
-        settings = self.settings
-        with self.turns.turn(settings.workload, settings.weight) as turn:
+        workload = self.workload
+        with self.turns.turn(workload.name, workload.weight) as turn:
             asked = self.sizer.size
             entries = self.intake.take(asked)
             if entries:
@@ -60,32 +64,39 @@ class BatchLoop(CheckLoop):
 
     def process(self, entries: list[bytes]) -> None:
         items, malformed = split(entries, self.completer.writeback.keys)
-        started = time.monotonic()
-        outcomes = self.run_check(items) if items else []
-        self.check_seconds = time.monotonic() - started
-        if outcomes is None:  # stop deadline passed while the check ran: nothing was done
+        read = self.life.persist(lambda: self.with_rows(items)) if items else ([], [], [])
+        if read is None:  # MySQL stayed away through the stop deadline: nothing was done
             self.completer.give_back([item.entry for item in items], malformed)
             return
-        self.completer.complete(items, outcomes, malformed)
+        items, args, gone = read
+        self.in_hand = items
+        started = time.monotonic()
+        outcomes = self.run_check(items, args) if items else []
+        self.check_seconds = time.monotonic() - started
+        if outcomes is None:  # stop deadline passed while the check ran: nothing was done
+            self.completer.give_back([item.entry for item in items], [*malformed, *gone])
+        else:
+            self.completer.complete(items, outcomes, malformed, gone)
+        self.in_hand = []
 
-    def run_check(self, items: list[Item]) -> list[Outcome] | None:
-        """Outcomes for each item, the check called on slices of at most RECHECK_WORKER_BATCH;
-        None if a graceful stop ran out of time first."""
+    def run_check(self, items: list[Item], args: list) -> list[Outcome] | None:
+        """Outcomes for each item, the check called on slices of at most RECHECK_WORKER_BATCH
+        (of ids, or of rows with `columns`); None if a graceful stop ran out of time first."""
         outcomes: list[Outcome] = []
-        for part in slices(len(items), self.settings.worker_batch):
-            done = self.check_slice(items[part.start : part.stop])
+        for part in slices(len(items), self.workload.worker_batch):
+            done = self.check_slice(items[part.start : part.stop], args[part.start : part.stop])
             if done is None:
                 return None
             outcomes += done
         return outcomes
 
-    def check_slice(self, items: list[Item]) -> list[Outcome] | None:
+    def check_slice(self, items: list[Item], args: list) -> list[Outcome] | None:
         """Outcomes of one call of the check; None if a graceful stop ran out of time first."""
         ids = [item.id for item in items]
-        given = list(ids)  # the check's own copy: it may sort or change it, ours stays as it was
+        given = list(args)  # the check's own copy: it may sort or change it, ours stays as it was
         future = self._executor.submit(self.check, given)
         started = time.monotonic()
-        timeout = self.settings.check_timeout
+        timeout = self.workload.check_timeout
         while True:
             waited = time.monotonic() - started
             step = min(timeout - waited, 0.5, max(self.life.time_left(), 0.0))
@@ -101,15 +112,16 @@ class BatchLoop(CheckLoop):
                 if self.life.time_left() <= 0:
                     self._abandon("graceful stop: check still running at RECHECK_SHUTDOWN_TIMEOUT")
                     return None
-            except Exception as error:  # a check may raise anything; its rows fail
+            except BaseException as error:  # a check may raise anything, sys.exit() too: its rows fail
                 return [Outcome(False, describe_error(error))] * len(ids)
         try:
-            return batch_outcomes(ids, results, given)
-        except CheckShapeError as error:
+            return batch_outcomes(ids, results, given, self.key_of)
+        except BaseException as error:  # the wrong shape, or a result whose len() or lookup raised
+            reason = str(error) if isinstance(error, CheckShapeError) else describe_error(error)
             log.error(
-                "check %s: %s; the batch's %d rows are recorded as failed", self.check_name, error, len(ids)
+                "check %s: %s; the batch's %d rows are recorded as failed", self.check_name, reason, len(ids)
             )
-            return [Outcome(False, f"CheckShapeError: {error}")] * len(ids)
+            return [Outcome(False, f"CheckShapeError: {reason}")] * len(ids)
 
     def _abandon(self, why: str) -> None:
         """Leave a hung check's thread behind; a process with too many of them restarts."""
@@ -122,3 +134,4 @@ class BatchLoop(CheckLoop):
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self.close_reader()

@@ -13,25 +13,35 @@ An ``async def`` is per-row; a plain function is a batch check unless decorated 
 str, int, float, bool or None, or ``Recheck(value, after=seconds)`` to store value and have
 that row checked again `after` seconds from now (kept within min_interval and max_interval)
 instead of after the workload's interval. An exception (raised by a per-row check, or returned
-in a batch check's list) fails that row: its failure is counted, the error kept, and it is
-retried with capped exponential backoff. The worker itself never dies of a check's exception.
+in a batch check's list) fails that row: its failure is counted, the error kept, and the row is
+due again after its own interval (or sooner, with `retry = "backoff"`).
+
+The check is foreign code: whatever it raises (any BaseException, SystemExit and
+KeyboardInterrupt included: a real signal to the worker is handled by its signal handler and
+never arrives as an exception) and whatever it returns (any value, any `after`, objects whose
+len(), str() or lookups raise) ends as a stored result or as that row's failure. Never the
+worker's, a lane's or the run's.
 
 Ids arrive as the application uses its keys: int, str (CHAR/VARCHAR keys) or bytes
-(BINARY/VARBINARY keys).
+(BINARY/VARBINARY keys). A workload that names `columns` gets rows instead: read-only mappings
+of those columns and the id column, read for a whole take in one statement.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from shared.config import ConfigError
+from recheck.shared.config import ConfigError
 
 ALLOWED_RESULTS = (str, int, float, bool, type(None))
+# An `after` beyond this is as far as it (min_interval and max_interval clamp it further): keeps
+# every later conversion (to microseconds, in SQL) far from any overflow.
+MAX_AFTER = 86_400 * 365 * 100.0
 
 
 def batch(fn: Callable) -> Callable:
@@ -70,18 +80,35 @@ class Recheck:
     after: float
 
 
-def load_check(reference: str) -> Callable:
+def row_of(names: Sequence[str], values: Sequence) -> Mapping[str, Any]:
+    """A row as a check with `columns` gets it: a read-only mapping from column name to value,
+    the id column among them (``row["url"]``, ``row["id"]``)."""
+    return MappingProxyType(dict(zip(names, values, strict=True)))
+
+
+def load_check(reference: str, setting: str = "RECHECK_CHECK") -> Callable:
+    """The function `module:function` names; setting: where the reference came from (messages)."""
     module_name, _, attribute = reference.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except Exception as error:  # any import failure is a configuration problem
+    except (Exception, SystemExit) as error:  # any import failure (sys.exit in it too) is configuration
         raise CheckLoadError(
-            f"RECHECK_CHECK={reference}: cannot import {module_name!r}: {type(error).__name__}: {error}"
+            f"{setting}={reference}: cannot import {module_name!r}: {type(error).__name__}: {error}"
         ) from error
     fn = getattr(module, attribute, None)
     if not callable(fn):
-        raise CheckLoadError(f"RECHECK_CHECK={reference}: {module_name!r} has no function {attribute!r}")
+        raise CheckLoadError(f"{setting}={reference}: {module_name!r} has no function {attribute!r}")
     return fn
+
+
+KIND_NAMES = {"batch": "batch check", "row": "per-row check"}
+
+
+def describe_check(fn: Callable, kind: str) -> str:
+    """What `recheck config` and a worker's start line say of a check: its kind and how it runs."""
+    if kind == "row":
+        return "per-row check (async)" if inspect.iscoroutinefunction(fn) else "per-row check (threads)"
+    return KIND_NAMES[kind]
 
 
 def check_kind(fn: Callable, configured: str = "auto") -> str:
@@ -96,7 +123,7 @@ def check_kind(fn: Callable, configured: str = "auto") -> str:
 def describe_error(error: BaseException) -> str:
     try:
         message = str(error).strip()
-    except Exception:  # an exception whose __str__ itself fails
+    except BaseException:  # an exception whose __str__ itself fails (or exits)
         message = ""
     return storable(f"{type(error).__name__}: {message}" if message else type(error).__name__)
 
@@ -123,18 +150,42 @@ def result_text(value: Any) -> str | None:
 OK_WITHOUT_RESULT = Outcome(True, None)
 
 
+def seconds_after(after: Any) -> float | None:
+    """A Recheck's `after` as seconds within [0, MAX_AFTER]; None if it is not a number (NaN,
+    a bool, a string). Infinite or huge values are as far as allowed, negative ones 0: the
+    write-back then keeps every row within [min_interval, max_interval]."""
+    if isinstance(after, bool) or not isinstance(after, int | float):
+        return None
+    try:
+        seconds = float(after)
+    except OverflowError:  # an int beyond any float (10**400)
+        return MAX_AFTER if after > 0 else 0.0
+    if seconds != seconds:  # NaN
+        return None
+    return min(max(seconds, 0.0), MAX_AFTER)
+
+
 def outcome_of(value: Any) -> Outcome:
-    """Whatever a check returned for one row, as that row's stored result or failure."""
+    """Whatever a check returned for one row, as that row's stored result or failure. Never
+    raises: a value whose str() or attributes raise (anything, SystemExit included) fails its row."""
     if value is None:  # the most common results first: one test each instead of five
         return OK_WITHOUT_RESULT
     if type(value) is str:
         return Outcome(True, storable(value))
+    try:  # free in CPython 3.11 unless something raises
+        return _outcome_of(value)
+    except BaseException as error:
+        return Outcome(False, f"CheckShapeError: the result could not be read ({describe_error(error)})")
+
+
+def _outcome_of(value: Any) -> Outcome:
     if isinstance(value, Recheck):
-        after = value.after
-        if isinstance(after, bool) or not isinstance(after, int | float) or not math.isfinite(after):
-            return Outcome(False, f"CheckShapeError: Recheck(after={after!r}) is not a number of seconds")
+        after = seconds_after(value.after)
+        if after is None:
+            reason = f"Recheck(after={value.after!r}) is not a number of seconds"
+            return Outcome(False, f"CheckShapeError: {reason}")
         outcome = outcome_of(value.value)
-        return Outcome(True, outcome.text, float(after)) if outcome.ok else outcome
+        return Outcome(True, outcome.text, after) if outcome.ok else outcome
     if isinstance(value, BaseException):
         return Outcome(False, describe_error(value))
     if not isinstance(value, ALLOWED_RESULTS):
@@ -151,12 +202,17 @@ def outcome_of(value: Any) -> Outcome:
         )
 
 
-def batch_outcomes(ids: Sequence[int], results: Any, given: Sequence[int] | None = None) -> list[Outcome]:
+def batch_outcomes(
+    ids: Sequence[int], results: Any, given: Sequence | None = None, key_of: Callable | None = None
+) -> list[Outcome]:
     """Match a batch check's return value to its ids; CheckShapeError if they do not fit.
 
-    given: the list the check was called with, a copy of ids. A list of results belongs to it
-    in its order when the check returns: a check that sorted its list and answered in that
-    order is understood; one that added or removed ids fails its batch with a clear error."""
+    given: the list the check was called with, a copy of ids (or of rows: key_of(row) is its
+    id). A list of results belongs to it in its order when the check returns: a check that
+    sorted its list and answered in that order is understood; one that added or removed entries
+    fails its batch with a clear error."""
+    if given is not None and key_of is not None:
+        given = [key_of(row) for row in given]
     if given is not None and list(given) != list(ids) and not isinstance(results, dict):
         if len(given) != len(ids) or set(given) != set(ids):
             raise CheckShapeError(

@@ -1,4 +1,4 @@
-"""The built-in demo check (RECHECK_CHECK=workers.demo:check).
+"""The built-in demo check (RECHECK_CHECK=recheck.workers.demo:check).
 
 It stands in for "is this user blocked?": a batch check, CPU-cheap, with a result that
 changes over time so the status column visibly moves.

@@ -3,37 +3,51 @@
 Everything taken lands in the worker's processing set in Redis first (one pop.lua call per
 batch), so that what a worker holds is known even if it dies. Nothing read from Redis is ever
 evaluated: entries are parsed by the key kind's strict rules (digits, or hex for text and binary
-keys: shared/keytypes.py), anything else is set aside as malformed.
+keys: shared/mysql/keytypes.py), anything else is set aside as malformed.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
-from shared.entries import Item
-from shared.keytypes import KeyKind
-from shared.redisconn import REDIS_DOWN
-from shared.store import Store
+from recheck.shared.mysql.entries import Item
+from recheck.shared.mysql.keytypes import KeyKind
+from recheck.shared.redis.connection import REDIS_DOWN
+from recheck.shared.redis.store import ROOM_WAIT, Store
 
 log = logging.getLogger(__name__)
 
 IDLE_WAIT = 1.0  # seconds a blocking wait for work lasts when the queue is empty
+RATE_WAIT_MAX = 1.0  # seconds slept at most for the rate limit's tokens before asking again
+ROOM_RETRY = 0.05  # seconds between takes while max_in_flight checks are running elsewhere
+LIMITED_RECENTLY = 5.0  # seconds after the limits last held a take back that it counts as limited
 
 
 class Intake:
-    def __init__(self, store: Store, worker_id: str):
+    def __init__(self, store: Store, worker_id: str, metrics=None):
         self.store = store
         self.worker_id = worker_id
+        self.metrics = metrics
         self._resync = False
+        self.limited = 0.0  # the last take's Taken.limited: how long the limits ask us to wait
+        self.limited_at: dict[str, float] = {}  # reason ("rate", "in_flight") -> when it last held us back
+        self.limits = any(limit.limited for limit in store.limits)
 
-    def take(self, limit: int, in_hand: Callable[[], set[bytes]] = frozenset) -> list[bytes]:
-        """Up to `limit` entries, now held in our processing set (0: only what a wait delivered).
+    def take(
+        self, limit: int, in_hand: Callable[[], set[bytes]] = frozenset, running: int = 0
+    ) -> list[bytes]:
+        """Up to `limit` entries, now held in our processing set (0: only what a wait delivered),
+        within the workload's rate_limit and max_in_flight (running: the checks we run now).
 
         in_hand: the entries the caller is still working on, asked only when a lost reply
         means the processing set must be read back."""
         try:
-            entries = self.store.take(self.worker_id, limit).entries
+            taken = self.store.take(self.worker_id, limit, running)
+            entries, self.limited = taken.entries, taken.limited
+            if self.limits and entries and self.metrics is not None:
+                self.metrics.limit_granted.inc(len(entries))
         except REDIS_DOWN:
             # The script may have run and only its reply been lost: entries would then sit in our
             # processing set unseen. The reclaimer leaves a live worker's set alone, so adopt them.
@@ -53,6 +67,25 @@ class Intake:
                 "adopted %d held entries whose delivery was cut off by a lost connection", len(unseen)
             )
         return unseen
+
+    def limit_wait(self) -> float:
+        """Seconds to wait before the next take when the last one was held back by the limits
+        (0: it was not): until the rate limit's tokens are due, or a moment while max_in_flight
+        checks run elsewhere. Counted as waited (metrics, heartbeat)."""
+        if not self.limited:
+            return 0.0
+        reason, seconds = ("in_flight", ROOM_RETRY) if self.limited == ROOM_WAIT else (
+            "rate", min(self.limited, RATE_WAIT_MAX))  # fmt: skip
+        self.limited_at[reason] = time.monotonic()
+        if self.metrics is not None:
+            self.metrics.limit_wait.labels(reason).inc(seconds)
+        return seconds
+
+    def limited_by(self) -> str:
+        """ "rate" or "in_flight" if the limits held a take back in the last few seconds, else ""."""
+        now = time.monotonic()
+        recent = [(at, why) for why, at in self.limited_at.items() if now - at < LIMITED_RECENTLY]
+        return max(recent)[1] if recent else ""
 
     def wait_for_work(self, timeout: float = IDLE_WAIT) -> bool:
         """Block until the queue has an entry (delivered to our landing list); False on timeout."""

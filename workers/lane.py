@@ -10,63 +10,70 @@ process dies. The process (workers/worker.py) owns the lanes' threads and the sh
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
-from shared.config import Settings, log_prefix
-from shared.failing import FailureWatch
-from shared.loop import Service
-from shared.metrics import worker_metrics
-from shared.outage import MAX_BACKOFF
-from shared.presence import Presence
-from shared.schema import require_table
-from shared.store import Counts
-from workers.batchloop import BatchLoop
-from workers.checks import check_kind, load_check
-from workers.completer import Completer
-from workers.intake import Intake
-from workers.rowloop import RowLoop
-from workers.turns import Turns
-from workers.writeslots import WriteSlots
+from recheck.shared.config import Workload
+from recheck.shared.mysql.db import last_write as mysql_wrote
+from recheck.shared.mysql.schema import require_table
+from recheck.shared.outage import MAX_BACKOFF
+from recheck.shared.process.loop import Service
+from recheck.shared.process.metrics import worker_metrics
+from recheck.shared.process.presence import Presence
+from recheck.shared.redis.store import Counts
+from recheck.shared.views.failing import FailureWatch
+from recheck.workers.batchloop import BatchLoop
+from recheck.workers.checks import check_kind, load_check
+from recheck.workers.intake import Intake
+from recheck.workers.rowloop import RowLoop
+from recheck.workers.turns import Turns
+from recheck.workers.writing.completer import Completer
+from recheck.workers.writing.writeslots import WriteSlots
 
 log = logging.getLogger(__name__)
 
+IN_HAND_SHOWN = 1000  # due times of due rows in hand a heartbeat carries at most (the oldest)
+
 
 class Lane:
-    def __init__(self, worker: Service, settings: Settings, turns: Turns, check: Callable | None = None):
-        self.settings = settings
-        self.name = settings.workload
-        self.store, self.db, self.life = worker.parts_for(settings)
-        self.check = check or load_check(settings.check)
-        self.kind = check_kind(self.check, settings.check_kind)
+    def __init__(self, worker: Service, workload: Workload, turns: Turns, check: Callable | None = None):
+        self.workload = workload
+        self.name = workload.name
+        self.store, self.db, self.life = worker.parts_for(workload)
+        self.check = check or load_check(workload.check, workload.setting_name("check"))
+        self.kind = check_kind(self.check, workload.check_kind)
         self.check_name = f"{self.check.__module__}:{self.check.__qualname__}"
         self.metrics = worker_metrics(self.name)
-        self.intake = Intake(self.store, worker.id)
+        self.intake = Intake(self.store, worker.id, self.metrics)
         slots = WriteSlots(
-            self.store, worker.id, settings.write_slots, settings.heartbeat_ttl,
+            self.store, worker.id, workload.write_slots, workload.deployment.heartbeat_ttl,
             stopping=lambda: self.life.stopping, waited=self.metrics.write_slot_wait.inc,
             writers=lambda: self.presence.registered,
+            probe=lambda: self.life.attempt(self.completer.writeback.probe),  # an outage is logged once
+            probe_every=workload.deployment.heartbeat_interval,
         )  # fmt: skip
         self.completer = Completer(
-            settings, self.db, self.store, worker.id, self.life.persist, self.metrics,
+            workload, self.db, self.store, worker.id, self.life.persist, self.metrics,
             whole_batches=self.kind == "batch", slots=slots,
         )  # fmt: skip
         self.counters = self.completer.counters
-        parts = (settings, self.check, self.intake, self.completer, self.life, self.metrics)
+        parts = (workload, self.check, self.intake, self.completer, self.life, self.metrics)
         self.batch = BatchLoop(*parts, turns=turns) if self.kind == "batch" else None
         self.rows = RowLoop(*parts) if self.kind == "row" else None
-        self.presence = Presence(self.store, "worker", worker.id, settings.heartbeat_ttl)
-        self.failures = FailureWatch(settings.failing_threshold, prefix=log_prefix(settings))
+        self.presence = Presence(self.store, "worker", worker.id, workload.deployment.heartbeat_ttl)
+        self.failures = FailureWatch(workload.failing_threshold, prefix=workload.log_prefix)
+        self.died: str | None = None  # why this lane's loop ended while the process ran (worker.py)
 
     def describe(self) -> str:
         """`batch check acme.checks:blocked, batch 500` (and the concurrency of per-row checks)."""
-        s = self.settings
+        s = self.workload
         if self.kind == "row":
             return f"row check {self.check_name}, batch {s.worker_batch}, concurrency {s.concurrency}"
         takes = f", takes up to {s.worker_take_max}" if s.worker_take_max > s.worker_batch else ""
         return f"batch check {self.check_name}, batch {s.worker_batch}{takes}"
 
     def startup(self) -> None:
-        require_table(self.settings, self.db)
+        require_table(self.workload, self.db)
         self.completer.writeback.learn_table()
         self.beat()
 
@@ -93,24 +100,50 @@ class Lane:
                 "failed": c.failed,
                 "stale": c.stale,
                 "rate": round(c.rate(), 1),
-                "take": self.batch.sizer.size if self.batch is not None else self.settings.worker_batch,
+                "take": self.batch.sizer.size if self.batch is not None else self.workload.worker_batch,
                 "lateness_buckets": lateness,  # counts per SECONDS_BUCKETS bucket since start
                 "lateness_max": round(self.completer.lateness_max.value(), 4),  # in the last 2 s
+                # Due times of the due rows this worker is checking: `status` tells such rows (in
+                # flight) from overdue rows waiting for a worker.
+                "overdue_in_hand": self.overdue_in_hand(),
+                "abandoned": self.batch._hung if self.batch is not None else self.rows.hung,
                 "recent_checked": recent.checked,  # the last minute's, for "checks failing"
                 "recent_failed": recent.failed,
                 "last_error": self.completer.last_error,
-                # Seconds this worker's MySQL has worked since its last outage (0: down now).
+                # Seconds this worker's MySQL has worked since its last outage (0: down now), and
+                # since a write of this worker last succeeded there (it probes while idle or
+                # waiting for a write slot): answering is not the same as taking writes.
                 "mysql_up_for": round(self.life.mysql_outage.up_for(), 1),
+                "mysql_wrote_ago": round(time.monotonic() - mysql_wrote(self.db.server), 2),
+                # "rate" or "in_flight": the workload's limits held takes back lately (status
+                # says "rate-limited", not "workers are behind").
+                "limited": self.intake.limited_by(),
             }
         )
 
-    def others_can_write(self) -> bool:
-        """Whether another live worker of this workload has reached its MySQL for longer than an
-        outage's longest backoff: then a write stuck here is this worker's problem alone. (Right
-        after MySQL comes back for everyone, the stuck write's own next try lands first.)"""
-        me, settled = self.presence.member, MAX_BACKOFF + 2 * self.settings.heartbeat_interval
+    def overdue_in_hand(self) -> list[int]:
+        """Due times (ms, the oldest first, at most IN_HAND_SHOWN) of the due rows in this worker's
+        hands (status tells them, in flight, from overdue rows waiting for a worker)."""
+        in_hand = self.batch.in_hand if self.batch is not None else self.rows.in_hand()
+        now_ms = self.completer.writeback.db_now_ms(refresh=False)
+        return sorted(item.due_ms for item in in_hand if item.due_ms <= now_ms)[:IN_HAND_SHOWN]
+
+    def others_can_write(self, stuck_for: float) -> bool:
+        """Whether another live worker of this workload has had a write land on its MySQL since
+        this worker's write got stuck `stuck_for` seconds ago (and has reached MySQL for longer
+        than an outage's longest backoff): then the stuck write is this worker's problem alone.
+        In a stall that holds every writer up (an application's LOCK TABLES), nobody's write
+        lands, and the stuck one stays; right after MySQL comes back for everyone, the stuck
+        write's own next try lands first."""
+        s = self.workload
+        me, settled = self.presence.member, MAX_BACKOFF + 2 * s.deployment.heartbeat_interval
         others = [w for w in self.store.live_workers() if w.get("id") != me]
-        return any(float(w.get("mysql_up_for") or 0) > settled for w in others)
+        return any(
+            float(w.get("mysql_up_for") or 0) > settled
+            # a heartbeat is up to one interval old: its figure plus that must still be inside
+            and float(w.get("mysql_wrote_ago", stuck_for)) + s.deployment.heartbeat_interval < stuck_for
+            for w in others
+        )
 
     def shutdown(self, persist) -> None:
         """Give back what a last blocking wait delivered; deregister if nothing is held."""
@@ -128,11 +161,16 @@ class Lane:
             self.batch.close()
         self.db.close()
 
-    def abandon(self) -> None:
-        """The stop deadline passed with a loop blocked on a silent server: give back what this
-        lane holds (if Redis answers), so nobody waits for the reclaimer."""
+    def give_back_held(self) -> int:
+        """Return everything this lane holds in Redis to the head of its queue; how many."""
         held = sorted(self.store.held(self.presence.member))
         if held:
             self.store.acknowledge(self.presence.member, [], held, Counts(), whole=False)
-            log.warning("%s: gave back %d held entries at the stop deadline", self.name, len(held))
+            log.warning("%s: gave back %d held entries", self.name, len(held))
+        return len(held)
+
+    def abandon(self) -> None:
+        """The stop deadline passed with a loop blocked on a silent server: give back what this
+        lane holds (if Redis answers), so nobody waits for the reclaimer."""
+        self.give_back_held()
         self.presence.withdraw()

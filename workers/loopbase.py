@@ -5,12 +5,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from shared.config import Settings
-from shared.db import last_success as mysql_seen
-from shared.loop import Service
-from shared.metrics import WorkerMetrics
-from workers.completer import Completer
-from workers.intake import Intake
+from recheck.shared.config import Workload
+from recheck.shared.mysql.db import Database
+from recheck.shared.mysql.db import last_success as mysql_seen
+from recheck.shared.mysql.entries import Item
+from recheck.shared.mysql.rows import Rows
+from recheck.shared.process.loop import Service
+from recheck.shared.process.metrics import WorkerMetrics
+from recheck.workers.checks import row_of
+from recheck.workers.intake import Intake
+from recheck.workers.writing.completer import Completer
 
 IDLE_PROBE_EVERY = 3.0  # seconds without any statement on MySQL before an idle worker probes it
 HUNG_CHECKS_LIMIT = 3  # abandoned, still-running checks after which the process restarts itself
@@ -19,20 +23,46 @@ HUNG_CHECKS_LIMIT = 3  # abandoned, still-running checks after which the process
 class CheckLoop:
     def __init__(
         self,
-        settings: Settings,
+        workload: Workload,
         check: Callable,
         intake: Intake,
         completer: Completer,
         life: Service,
         metrics: WorkerMetrics,
     ):
-        self.settings = settings
+        self.workload = workload
         self.check = check
         self.check_name = f"{check.__module__}:{check.__qualname__}"
         self.intake = intake  # take, wait for work, adopt
         self.completer = completer  # write back and acknowledge, or give back
         self.life = life  # the worker's lifecycle: stopping, attempt(), time_left(), fail()
         self.metrics = metrics
+        # With `columns`, the rows a check gets are read for each take on a connection of their own.
+        self.reader = Rows(workload, Database(workload)) if workload.columns else None
+        self.names = (workload.id_column, *workload.columns)
+        self.key_of = (lambda row: row[workload.id_column]) if workload.columns else None
+
+    def with_rows(self, items: list[Item]) -> tuple[list[Item], list, list[bytes]]:
+        """(the items whose rows still exist, what the check gets for each: its id, or with
+        `columns` its row, and the entries of rows deleted since their dispatch). One statement
+        for the whole take; raises DatabaseDown like any MySQL step."""
+        if self.reader is None:
+            return items, [item.id for item in items], []
+        keys = self.reader.keys
+        found = self.reader.check_rows([keys.ref(item) for item in items])
+        present, rows, gone = [], [], []
+        for item in items:
+            values = found.get(item.id)
+            if values is None:
+                gone.append(item.entry)
+            else:
+                present.append(item)
+                rows.append(row_of(self.names, (item.id, *values)))
+        return present, rows, gone
+
+    def close_reader(self) -> None:
+        if self.reader is not None:
+            self.reader.db.close()
 
     def ready_to_write(self) -> None:
         """While MySQL is failing, take no more work until it takes writes again.

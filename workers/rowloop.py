@@ -18,11 +18,11 @@ import inspect
 import logging
 import time
 
-from shared.entries import Item
-from workers.checks import Outcome, describe_error, outcome_of
-from workers.intake import split
-from workers.loopbase import HUNG_CHECKS_LIMIT, IDLE_PROBE_EVERY, CheckLoop
-from workers.pool import DaemonPool
+from recheck.shared.mysql.entries import Item
+from recheck.workers.checks import Outcome, describe_error, outcome_of
+from recheck.workers.intake import split
+from recheck.workers.loopbase import HUNG_CHECKS_LIMIT, IDLE_PROBE_EVERY, CheckLoop
+from recheck.workers.pool import DaemonPool
 
 log = logging.getLogger(__name__)
 
@@ -34,18 +34,19 @@ EMPTY_QUEUE_PAUSE = 0.02  # while checks run and the queue is empty, ask again a
 class RowLoop(CheckLoop):
     def __init__(self, *parts) -> None:
         super().__init__(*parts)
-        settings = self.settings
-        self.concurrency = settings.concurrency
-        self.batch = settings.worker_batch
+        workload = self.workload
+        self.concurrency = workload.concurrency
+        self.batch = workload.worker_batch
         # Take from Redis only when this many slots are free (or the pipeline is empty).
         self.min_take = max(1, min(self.batch, self.concurrency // 16))
-        self.timeout = settings.check_timeout
+        self.timeout = workload.check_timeout
         self.is_async = inspect.iscoroutinefunction(self.check)
         self.pool = None
         if not self.is_async:
             self.pool = DaemonPool(self.concurrency)
         self.pending: dict[asyncio.Task, Item] = {}
         self.finished: list[tuple[Item, Outcome]] = []
+        self.gone: list[bytes] = []  # entries of rows deleted since their dispatch, acknowledged at a flush
         self.last_flush = time.monotonic()
         self.next_take = 0.0  # after an empty take, wait a little before asking Redis again
         self.completed: list[asyncio.Task] = []  # finished checks not yet harvested
@@ -65,22 +66,28 @@ class RowLoop(CheckLoop):
         finally:
             if self.pool:
                 self.pool.shutdown(wait=False, cancel_futures=True)
+            self.close_reader()
 
-    async def check_one(self, row_id: int) -> Outcome:
+    async def check_one(self, arg) -> Outcome:
+        """One row's check: `arg` is its id, or its row with `columns`."""
         started = time.monotonic()
         running = None  # a plain function's call in the pool
         try:
             async with asyncio.timeout(self.timeout):  # no extra task per row, unlike wait_for
                 if self.is_async:
-                    value = await self.check(row_id)
+                    value = await self.check(arg)
                 else:
-                    running = self.pool.submit(self.check, row_id)
+                    running = self.pool.submit(self.check, arg)
                     value = await asyncio.wrap_future(running)
         except TimeoutError:
             if running is not None and not running.done():
                 self.abandon(running)
             return Outcome(False, f"TimeoutError: check did not finish within {self.timeout:g}s")
-        except Exception as error:  # a check may raise anything; only its row fails
+        except asyncio.CancelledError as error:
+            if asyncio.current_task().cancelling():  # a graceful stop cancelling this row: not the check's
+                raise
+            return Outcome(False, describe_error(error))  # the check's own (a library cancelled itself)
+        except BaseException as error:  # a check may raise anything, sys.exit() too: only its row fails
             return Outcome(False, describe_error(error))
         self.metrics.check_duration.observe(time.monotonic() - started)
         return outcome_of(value)
@@ -91,11 +98,17 @@ class RowLoop(CheckLoop):
         self.pool.grow(1)
         self.hung += 1
         loop = asyncio.get_running_loop()
-        running.add_done_callback(lambda _: loop.call_soon_threadsafe(self.unhung))
+        running.add_done_callback(lambda _: self.call_in_loop(loop, self.unhung))
         if self.hung >= max(HUNG_CHECKS_LIMIT, self.concurrency):
             self.life.fail(
                 f"{self.hung} per-row checks hung and cannot be interrupted; exiting for a fresh process"
             )
+
+    @staticmethod
+    def call_in_loop(loop: asyncio.AbstractEventLoop, callback) -> None:
+        """A hung check may end after its lane stopped and its loop closed: nothing to count then."""
+        with contextlib.suppress(RuntimeError):  # "Event loop is closed"
+            loop.call_soon_threadsafe(callback)
 
     def unhung(self) -> None:
         self.hung -= 1
@@ -120,15 +133,19 @@ class RowLoop(CheckLoop):
                 and (not life.mysql_outage.down or await self.writable())
             ):
                 limit = min(free, self.batch)
-                ok, taken = life.attempt(functools.partial(intake.take, limit, self.entries_in_hand))
+                take = functools.partial(intake.take, limit, self.entries_in_hand, len(self.pending))
+                ok, taken = life.attempt(take)
                 if not ok:
                     await asyncio.sleep(taken)  # the backoff delay
                     continue
-                if not taken and not self.pending and not self.finished:
+                held_back = intake.limit_wait() if not taken else 0.0
+                if held_back:  # ids are queued, but the limits say wait: checks go on meanwhile
+                    self.next_take = time.monotonic() + held_back
+                elif not taken and not self.pending and not self.finished and not self.gone:
                     # Nothing to do: block in Redis until work arrives (or a second passes).
                     await asyncio.to_thread(life.attempt, intake.wait_for_work)
                     continue
-                if not taken:
+                if not taken and not held_back:
                     self.next_take = time.monotonic() + EMPTY_QUEUE_PAUSE
                 self.start(taken)
             if self.pending:
@@ -153,22 +170,29 @@ class RowLoop(CheckLoop):
                 self.flushing.result()  # re-raises what the thread raised
                 self.flushing, self.flushing_items = None, []
             if (
-                self.finished
+                (self.finished or self.gone)
                 and self.flushing is None
                 and (len(self.finished) >= FLUSH_ROWS or time.monotonic() - self.last_flush >= FLUSH_SECONDS)
             ):
-                batch, self.finished = self.finished, []
+                (batch, self.finished), (gone, self.gone) = (self.finished, []), (self.gone, [])
                 self.last_flush = time.monotonic()
                 self.flushing_items = [item for item, _ in batch]
-                self.flushing = asyncio.create_task(asyncio.to_thread(self.flush, batch))
+                self.flushing = asyncio.create_task(asyncio.to_thread(self.flush, batch, gone))
         await self.drain()
 
     def start(self, entries: list[bytes]) -> None:
         items, malformed = split(entries, self.completer.writeback.keys)
         if malformed:
             self.completer.give_back([], malformed)
-        for item in items:
-            task = asyncio.create_task(self.check_one(item.id))
+        ok, read = self.life.attempt(lambda: self.with_rows(items)) if items else (True, ([], [], []))
+        if not ok:  # MySQL away: the rows go back, and takes pause for the backoff
+            self.completer.give_back([item.entry for item in items])
+            self.next_take = time.monotonic() + read
+            return
+        items, args, gone = read
+        self.gone += gone
+        for item, arg in zip(items, args, strict=True):
+            task = asyncio.create_task(self.check_one(arg))
             task.add_done_callback(self.on_done)
             self.pending[task] = item
 
@@ -183,9 +207,15 @@ class RowLoop(CheckLoop):
             if item is not None and not task.cancelled():
                 self.finished.append((item, task.result()))
 
-    def flush(self, batch: list[tuple[Item, Outcome]]) -> None:
+    def flush(self, batch: list[tuple[Item, Outcome]], gone: list[bytes] = ()) -> None:
         """Write back and acknowledge finished rows (runs in a thread, one batch at a time)."""
-        self.completer.complete([item for item, _ in batch], [outcome for _, outcome in batch])
+        self.completer.complete([item for item, _ in batch], [outcome for _, outcome in batch], gone=gone)
+
+    def in_hand(self) -> list[Item]:
+        """The rows being checked, checked or being written (the heartbeat reports their due times)."""
+        # Read from the heartbeat thread while the loop changes them: copies (atomic in CPython) first.
+        pending, finished, flushing = self.pending.copy(), list(self.finished), list(self.flushing_items)
+        return [*pending.values(), *(item for item, _ in finished), *flushing]
 
     async def drain(self) -> None:
         """Graceful stop: let running checks finish until the deadline, return the rest."""
@@ -199,8 +229,8 @@ class RowLoop(CheckLoop):
         if self.flushing is not None:
             await self.flushing
             self.flushing, self.flushing_items = None, []
-        if self.finished:
-            batch, self.finished = self.finished, []
-            await asyncio.to_thread(self.flush, batch)
+        if self.finished or self.gone:
+            (batch, self.finished), (gone, self.gone) = (self.finished, []), (self.gone, [])
+            await asyncio.to_thread(self.flush, batch, gone)
         if untouched:
             self.completer.give_back(untouched)

@@ -21,14 +21,16 @@ import logging
 import threading
 from collections.abc import Callable
 
-from shared.config import ConfigError, Settings, load_workloads, select_workloads
-from shared.db import LOCK_WAIT_SECONDS
-from shared.launch import launch, positive_int
-from shared.loop import Service
-from shared.metrics import serve as serve_metrics
-from shared.redisconn import REDIS_DOWN
-from workers.lane import Lane
-from workers.turns import Turns
+from recheck.shared.config import ConfigError, Settings, Workload
+from recheck.shared.mysql.db import LOCK_WAIT_SECONDS
+from recheck.shared.mysql.schema import require_distinct_tables
+from recheck.shared.process.launch import launch, positive_int
+from recheck.shared.process.loop import Service
+from recheck.shared.process.metrics import serve as serve_metrics
+from recheck.shared.redis.connection import REDIS_DOWN
+from recheck.shared.workloads import load_workloads, select_workloads
+from recheck.workers.lane import Lane
+from recheck.workers.turns import Turns
 
 log = logging.getLogger(__name__)
 
@@ -39,14 +41,14 @@ class Worker(Service):
     role = "worker"
 
     def __init__(
-        self, settings: Settings, check: Callable | None = None, workloads: list[Settings] | None = None
+        self, workload: Workload, check: Callable | None = None, workloads: list[Workload] | None = None
     ):
-        """settings: one workload's (or the first of `workloads`); check: that workload's check
-        function itself (tests), instead of importing RECHECK_CHECK."""
-        workloads = workloads or [settings]
+        """workload: the one this worker serves (or the first of `workloads`); check: that
+        workload's check function itself (tests), instead of importing its `check`."""
+        workloads = workloads or [workload]
         if check is not None and len(workloads) > 1:
             raise ConfigError("a check function can be given for a single workload only")
-        super().__init__(workloads[0], workloads)
+        super().__init__(workloads)
         self.turns = Turns()
         self.lanes = [Lane(self, workload, self.turns, check) for workload in workloads]
         # The first lane's parts: the whole worker when it serves one workload (and its tests).
@@ -62,15 +64,16 @@ class Worker(Service):
     def startup(self) -> None:
         if not self._metrics_tried:  # once: a busy port is reported, not retried
             self._metrics_tried = True
-            serve_metrics(self.settings.metrics_host, self.settings.metrics_port)
+            serve_metrics(self.deployment.metrics_host, self.deployment.metrics_port)
         for lane in self.lanes:
             ok, delay = lane.life.attempt(lane.startup)
             if not ok:  # that workload's server is away: the whole start is retried after a pause
                 raise StartLater(delay)
+        require_distinct_tables([(lane.workload, lane.db) for lane in self.lanes])  # ConfigError: exit 2
         if not self._heartbeat.is_alive():
             self._heartbeat.start()
         for lane in self.lanes:
-            s = lane.settings
+            s = lane.workload
             where = f"workload {lane.name} ({s.mysql.database}.{s.table}), " if len(self.lanes) > 1 else ""
             log.info("worker %s started: %s%s", self.id, where, lane.describe())
 
@@ -89,7 +92,7 @@ class Worker(Service):
 
     def loop(self) -> None:
         if len(self.lanes) == 1:
-            self.lanes[0].run()
+            self._run_lane(self.lanes[0])
             return
         threads = [
             threading.Thread(target=self._run_lane, args=(lane,), name=f"lane-{lane.name}", daemon=True)
@@ -101,16 +104,24 @@ class Worker(Service):
             thread.join()
 
     def _run_lane(self, lane: Lane) -> None:
+        """A lane's loop. Checks cannot end it (workers/checks.py: whatever they raise is their rows'
+        failure), so a lane that ends while the process runs is recheck's own fault: never silent.
+        The whole process stops (health fails at once) and exits 1 for a fresh one, handing back
+        what the dead lane held instead of leaving it for the reclaimer."""
         try:
             lane.run()
-        except Exception:  # one workload's loop must not die silently while the others go on
-            log.exception("workload %s: its loop failed", lane.name)
-            self.fail(f"workload {lane.name}: its loop failed; exiting for a fresh process")
+        except BaseException as error:
+            lane.died = f"{type(error).__name__}: {error}"
+            log.error("workload %s: its loop died", lane.name, exc_info=True)
+            self.fail(f"workload {lane.name}: its loop died ({lane.died}); exiting for a fresh process")
 
     def shutdown(self) -> None:
         self._heartbeat_stop.set()
         for lane in self.lanes:
-            summary = lane.shutdown(functools.partial(self.persist, mysql_outage=lane.life.mysql_outage))
+            persist = functools.partial(self.persist, mysql_outage=lane.life.mysql_outage)
+            if lane.died:  # whatever it held mid-batch goes back now, not after its heartbeat expires
+                persist(lane.give_back_held)
+            summary = lane.shutdown(persist)
             where = f" ({lane.name})" if len(self.lanes) > 1 else ""
             log.info("worker %s stopped%s: %s", self.id, where, summary)
 
@@ -125,16 +136,27 @@ class Worker(Service):
             lane.beat()
 
     def _heartbeat_loop(self) -> None:
-        while not self._heartbeat_stop.wait(self.settings.heartbeat_interval):
+        failures: set[str] = set()  # what went wrong in a beat already (logged once each)
+        while not self._heartbeat_stop.wait(self.deployment.heartbeat_interval):
             for lane in self.lanes:
                 # The lane's loop logs an outage; the key is set again once Redis is back.
-                with contextlib.suppress(*REDIS_DOWN):
-                    lane.beat()
-                    # Alive is not progressing: a write-back stuck this long goes to other workers
-                    # (it may spend one lock wait on a row the application holds, then skip that row).
-                    lane.completer.give_back_if_stuck(
-                        self.settings.heartbeat_ttl + LOCK_WAIT_SECONDS, lane.others_can_write
-                    )
+                try:
+                    self._beat_lane(lane)
+                except REDIS_DOWN:
+                    pass
+                except Exception as error:  # a bug must not end the heartbeat: the beats would stop
+                    if repr(error) not in failures:
+                        failures.add(repr(error))
+                        log.error("workload %s: a heartbeat failed", lane.name, exc_info=True)
+
+    def _beat_lane(self, lane: Lane) -> None:
+        lane.beat()
+        lane.completer.slots.renew()  # a live holder keeps its write slot
+        # Alive is not progressing: a write-back stuck this long goes to other workers (it may
+        # spend one lock wait on a row the application holds, then skip that row).
+        lane.completer.give_back_if_stuck(
+            self.deployment.heartbeat_ttl + LOCK_WAIT_SECONDS, lane.others_can_write
+        )
 
     def abandon(self) -> None:
         for lane in self.lanes:
@@ -169,7 +191,7 @@ def serve(settings: Settings, workloads: str | None = None, options: dict | None
     """Run one worker until a signal stops it; 1 if it chose to exit for a fresh process."""
     chosen = select_workloads(load_workloads(settings), workloads)
     if options:
-        chosen = [Settings.model_validate({**w.model_dump(), **options}) for w in chosen]
+        chosen = [w.evolve(**options) for w in chosen]
     worker = Worker(chosen[0], workloads=chosen)
     worker.install_signal_handlers()
     worker.run()
@@ -177,8 +199,8 @@ def serve(settings: Settings, workloads: str | None = None, options: dict | None
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m workers [--concurrency C] [--batch B] [--workloads NAMES]`."""
-    parser = argparse.ArgumentParser(prog="python -m workers", description=DESCRIPTION)
+    """`python -m recheck.workers [--concurrency C] [--batch B] [--workloads NAMES]`."""
+    parser = argparse.ArgumentParser(prog="python -m recheck.workers", description=DESCRIPTION)
     add_arguments(parser)
     args = parser.parse_args(argv)
     return launch("worker", functools.partial(serve, workloads=args.workloads, options=overrides(args)))

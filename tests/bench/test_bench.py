@@ -10,16 +10,19 @@ import json
 import subprocess
 import tempfile
 
+import pytest
+
 from bench.compare import ALL_STRATEGIES, BenchConfig, bench, run_bench
 from bench.pollcost import run_poll_bench
 from bench.strategies import FLOOR, floor_slice
 
 
+@pytest.mark.serial  # per-process CPU figures: once 0 for mariadbd beside 3 other test sessions
 def test_every_strategy_drains_and_is_measured(settings, tmp_path):
     said = []
     config = BenchConfig(
         mode="drain", rows=20_000, workers=2, seconds=4.0, warmup=0.0, interval=10.0,
-        strategies=(FLOOR, *ALL_STRATEGIES), check="workers.demo:noop", concurrency=10, batch=200,
+        strategies=(FLOOR, *ALL_STRATEGIES), check="recheck.workers.demo:noop", concurrency=10, batch=200,
         out=tmp_path,
     )  # fmt: skip
     report = run_bench(settings, config, say=said.append)
@@ -31,6 +34,9 @@ def test_every_strategy_drains_and_is_measured(settings, tmp_path):
         assert result["cpu_seconds"]["mariadbd"] > 0, name
         assert result["cpu_us_per_check"] > 0, name
         assert 0 < result["mysql_us_per_check"] <= result["cpu_us_per_check"], name
+        # After the drain, the table's own account: rows / first to last checked_at, none twice.
+        assert result["drain_checks_per_second"] > 0 and result["repeated_checks"] == 0, name
+        assert 0 < result["drained_rows"] <= 20_000 and result["drain_cpu_us_per_check"]["all"] > 0, name
     assert "dispatcher" in results["recheck"]["cpu_seconds"]  # the dispatcher's CPU is counted too
     assert 40 < report["redis_bytes_per_queued_id"] < 300
     (written,) = tmp_path.glob("bench-drain-*.json")
@@ -52,7 +58,7 @@ def test_consumers_hold_connections_and_per_row_checks_run_in_every_strategy(set
     their claim while a 50 ms per-row check runs; recheck runs the same check 3 at a time."""
     config = BenchConfig(
         mode="drain", rows=3000, workers=2, seconds=4.0, warmup=0.0, interval=10.0,
-        strategies=("skip_locked", "recheck"), check="workers.demo:sleepy", concurrency=1, batch=1,
+        strategies=("skip_locked", "recheck"), check="recheck.workers.demo:sleepy", concurrency=1, batch=1,
         out=tmp_path, consumers=6,
     )  # fmt: skip
     results = {r["strategy"]: r for r in run_bench(settings, config, say=lambda _: None)["results"]}
@@ -64,10 +70,11 @@ def test_consumers_hold_connections_and_per_row_checks_run_in_every_strategy(set
     assert results["skip_locked"]["mysql_connections_max"] >= 6
 
 
+@pytest.mark.serial  # a lateness bound: alone, not beside other tests (make test)
 def test_steady_mode_reports_lateness(settings, tmp_path):
     config = BenchConfig(
         mode="steady", rows=2000, workers=1, seconds=3.0, warmup=2.0, interval=1.0,
-        strategies=("recheck",), check="workers.demo:noop", concurrency=10, batch=200, out=tmp_path,
+        strategies=("recheck",), check="recheck.workers.demo:noop", concurrency=10, batch=200, out=tmp_path,
     )  # fmt: skip
     (result,) = run_bench(settings, config, say=lambda _: None)["results"]
     assert result["checks"] > 2000  # every row about once a second for 3 s
@@ -89,7 +96,7 @@ def test_private_servers_are_stopped_and_their_data_removed(settings, tmp_path, 
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     config = BenchConfig(
         mode="poll", rows=0, workers=1, seconds=1.0, warmup=0.0, interval=10.0,
-        strategies=("recheck",), check="workers.demo:noop", concurrency=1, batch=100, out=tmp_path,
+        strategies=("recheck",), check="recheck.workers.demo:noop", concurrency=1, batch=100, out=tmp_path,
     )  # fmt: skip
     assert bench(settings, config, sizes=[5_000], polls=2, private=True) == 0
     assert list(scratch.iterdir()) == [], "the private servers' folder is left behind"

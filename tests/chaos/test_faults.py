@@ -1,7 +1,7 @@
 """Fault injection: real processes and servers, one fault per test, invariants from MySQL.
 
 Timings are the tests' (interval 2 s, heartbeat TTL 1 s, reclaim every 0.25 s, leader lease
-1 s); each bound below is the README's formula with these timings. Run with `-s` to see each
+1 s); each bound below is docs/guarantees.md's formula with these timings. Run with `-s` to see each
 fault's figures (lateness, recovery time, duplicate checks).
 """
 
@@ -13,18 +13,18 @@ import time
 
 import pymysql
 
-from bench.servers import wait_for
-from shared.entries import parse_entries
-from shared.keys import Keys
-from shared.outage import MAX_BACKOFF
+from recheck.shared.mysql.entries import parse_entries
+from recheck.shared.outage import MAX_BACKOFF
+from recheck.shared.redis.keys import Keys
+from recheck.workers.writing.writeback import PATIENT_LOCK_WAITS
 from tests.support.cluster import Cluster
 from tests.support.helpers import scalar
-from workers.writeback import PATIENT_LOCK_WAITS
+from tests.support.servers import wait_for
 
 
 def worker_bound(s) -> float:
     """A dead worker's ids: heartbeat expiry + reclaim period + checking its batch one id at a time."""
-    return s.heartbeat_ttl + s.heartbeat_interval + s.reclaim_interval + 1.0
+    return s.deployment.heartbeat_ttl + s.deployment.heartbeat_interval + s.deployment.reclaim_interval + 1.0
 
 
 def test_workers_killed_again_and_again_during_batches(clusters):
@@ -40,7 +40,7 @@ def test_workers_killed_again_and_again_during_batches(clusters):
     report = cluster.finish(f"kill -9 of a random worker mid-batch x{kills}")
     s = cluster.settings
     # Every id a killed worker held is checked again: that many duplicate checks, no more.
-    # Lateness: the README's bound plus how late the victim's batch already was when taken: ten
+    # Lateness: docs/guarantees.md's bound plus how late the victim's batch already was when taken: ten
     # kills in ten seconds leave one worker short most of the time, and each restart's Python
     # start-up competes for this machine's two cores (seen up to 1 s of queue lag in CI).
     report.assert_invariants(bound_s=worker_bound(s) + 1.0, max_duplicates=lost_batches)
@@ -64,7 +64,7 @@ def test_dispatcher_killed_then_restarted(cluster):
 
 
 def leader_pid(cluster) -> int:
-    holder = cluster.redis.client().get(Keys(cluster.settings.key_prefix).leader)
+    holder = cluster.redis.client().get(Keys(cluster.settings.deployment.key_prefix).leader)
     assert holder, "no dispatcher holds the lease"
     return int(holder.decode().split("-")[-2])  # ids are host-pid-random
 
@@ -74,7 +74,7 @@ def test_leader_killed_standby_takes_over(cluster):
     cluster.pause(1)
     takeover = cluster.kill_the_leader()
     s = cluster.settings
-    bound = s.leader_ttl + s.heartbeat_interval + 0.5
+    bound = s.deployment.leader_ttl + s.deployment.heartbeat_interval + 0.5
     assert takeover < bound, f"takeover {takeover:.2f} s, bound {bound:.2f} s"
     report = cluster.finish("kill -9 of the leading dispatcher (2 running)")
     report.assert_invariants(bound_s=bound + 1.0, max_duplicates=0)
@@ -82,7 +82,7 @@ def test_leader_killed_standby_takes_over(cluster):
 
 def test_two_dispatchers_active_for_a_moment_never_duplicate(cluster):
     cluster.start(dispatchers=2)
-    keys = Keys(cluster.settings.key_prefix)
+    keys = Keys(cluster.settings.deployment.key_prefix)
     rds = cluster.redis.client()
     old = leader_pid(cluster)
     leader = next(p for p in cluster.dispatchers if p.pid == old)
@@ -101,7 +101,9 @@ def test_two_dispatchers_active_for_a_moment_never_duplicate(cluster):
     report = cluster.finish("leader paused past its lease, then resumed (split brain)")
     assert "deposed" in cluster.procs.log_of(leader) or "lost the lease" in cluster.procs.log_of(leader)
     s = cluster.settings
-    report.assert_invariants(bound_s=s.leader_ttl + s.heartbeat_interval + 1.5, max_duplicates=0)
+    report.assert_invariants(
+        bound_s=s.deployment.leader_ttl + s.deployment.heartbeat_interval + 1.5, max_duplicates=0
+    )
 
 
 def test_redis_restarted_with_all_data_lost(clusters):
@@ -116,7 +118,7 @@ def test_redis_restarted_with_all_data_lost(clusters):
     cluster.note("redis back, empty")
     report = cluster.finish("Redis restarted with all data lost")
     s = cluster.settings
-    bound = down + MAX_BACKOFF + s.sweep_grace + s.sweep_interval
+    bound = down + MAX_BACKOFF + s.deployment.sweep_grace + s.deployment.sweep_interval
     # Checks whose result was written but whose acknowledgement was lost with Redis are not
     # repeated (the write moved the due time on); a batch in hand is written once, fenced.
     report.assert_invariants(bound_s=bound, max_duplicates=len(cluster.workers) * s.worker_batch)
@@ -128,7 +130,7 @@ def test_mariadb_killed_and_restarted(tmp_path, procs):
     Batches in hand are written once MariaDB is back (fenced, so a retry after a lost reply is
     safe), and rows the sweep rereads while those batches finish are not queued again. A write
     retried after the crash that finds its rows locked now waits PATIENT_LOCK_WAITS lock waits
-    for them (workers/writeback.py) before deferring them. Still a known defect: in one of seven
+    for them (workers/writing/writeback.py) before deferring them. Still a known defect: in one of seven
     runs on 2026-11-23 (repeated checks 0, 0, 400, 0, 10, 0, 0) two workers' batches stayed
     locked longer than that (the error log shows no recovered transaction being rolled back; the
     holder is not identified yet), were deferred and checked again by the sweep: at most each
@@ -148,7 +150,7 @@ def test_mariadb_killed_and_restarted(tmp_path, procs):
         cluster.conn = cluster.mysql.connect("recheck")
         s = cluster.settings
         # Down time + reconnect backoff + crash recovery on start + a sweep.
-        bound = down + MAX_BACKOFF + 3.0 + s.sweep_grace + s.sweep_interval
+        bound = down + MAX_BACKOFF + 3.0 + s.deployment.sweep_grace + s.deployment.sweep_interval
         report = cluster.finish("MariaDB killed and restarted", settle_s=bound)
         # Each worker's batch in hand may wait PATIENT_LOCK_WAITS more lock waits (1 s each).
         report.assert_invariants(
@@ -160,7 +162,7 @@ def test_mariadb_killed_and_restarted(tmp_path, procs):
 
 def test_a_paused_worker_is_reclaimed_and_its_late_write_changes_nothing(cluster):
     cluster.start(workers=2)
-    keys = Keys(cluster.settings.key_prefix)
+    keys = Keys(cluster.settings.deployment.key_prefix)
     rds = cluster.redis.client()
     # A worker with a slow check, so that it is paused while it holds a batch.
     victim = cluster.start_worker(env={"RECHECK_CHECK": "tests.support.checks:slow", "TEST_CHECK_SLEEP": "1"})
@@ -211,4 +213,6 @@ def test_connections_cut_from_the_server_side(cluster):
     cluster.conn = cluster.mysql.connect("recheck")  # the harness's own connection was cut too
     report = cluster.finish("connections cut from the server side x10 (Redis CLIENT KILL, MySQL KILL)")
     s = cluster.settings
-    report.assert_invariants(bound_s=MAX_BACKOFF + s.sweep_grace + s.sweep_interval, max_duplicates=0)
+    report.assert_invariants(
+        bound_s=MAX_BACKOFF + s.deployment.sweep_grace + s.deployment.sweep_interval, max_duplicates=0
+    )

@@ -12,13 +12,13 @@ from __future__ import annotations
 import signal
 import time
 
-from bench.servers import wait_for
-from shared.db import LOCK_WAIT_SECONDS
-from shared.keys import Keys
-from shared.loop import ABANDON_TIMEOUT, WATCHDOG_GRACE
-from shared.outage import MAX_BACKOFF
+from recheck.shared.mysql.db import LOCK_WAIT_SECONDS
+from recheck.shared.outage import MAX_BACKOFF
+from recheck.shared.process.loop import ABANDON_TIMEOUT, WATCHDOG_GRACE
+from recheck.shared.redis.keys import Keys
 from tests.support.cluster import Cluster
 from tests.support.helpers import scalar
+from tests.support.servers import wait_for
 
 ROW_COST = {"TEST_CHECK_ROW_COST": "0.001"}  # 0.2 s per batch of 200: a worker is caught holding one
 
@@ -30,13 +30,13 @@ def held(cluster: Cluster, process) -> int:
 def give_back_bound(s) -> float:
     """A write-back that cannot land goes back after HEARTBEAT_TTL + one lock wait, seen by the
     next heartbeat, then another worker checks it (a batch of 200 at 1 ms a row)."""
-    return s.heartbeat_ttl + LOCK_WAIT_SECONDS + s.heartbeat_interval + 0.5
+    return s.deployment.heartbeat_ttl + LOCK_WAIT_SECONDS + s.deployment.heartbeat_interval + 0.5
 
 
 def takeover_bound(s) -> float:
     """A leader that cannot read MySQL (or reach Redis) lets its lease go within LEADER_TTL; a
     standby takes it at its next heartbeat and dispatches from the oldest due row."""
-    return s.leader_ttl + 2 * s.heartbeat_interval + 0.5
+    return s.deployment.leader_ttl + 2 * s.deployment.heartbeat_interval + 0.5
 
 
 def start_victim_behind(cluster: Cluster, server: str):
@@ -61,7 +61,7 @@ def test_a_worker_partitioned_from_mysql_gives_its_batch_back_and_stops_in_time(
     code = victim.wait(timeout=30)
     took = time.monotonic() - stopped
     cluster.note(f"SIGTERM while partitioned: exited {code} after {took:.1f} s")
-    assert took < s.shutdown_timeout + WATCHDOG_GRACE + ABANDON_TIMEOUT + 1, took
+    assert took < s.deployment.shutdown_timeout + WATCHDOG_GRACE + ABANDON_TIMEOUT + 1, took
     proxy.heal()
     report = cluster.finish("one worker partitioned from MySQL (stalled), then stopped", exited=(victim,))
     report.assert_invariants(bound_s=give_back_bound(s) + 0.5, max_duplicates=2 * s.worker_batch)
@@ -76,7 +76,7 @@ def test_a_worker_partitioned_from_redis_is_reclaimed_like_a_dead_one(cluster):
     proxy.heal()
     cluster.note("partition healed")
     report = cluster.finish("one worker partitioned from Redis (stalled) for 5 s")
-    bound = s.heartbeat_ttl + s.heartbeat_interval + s.reclaim_interval + 1.0
+    bound = s.deployment.heartbeat_ttl + s.deployment.heartbeat_interval + s.deployment.reclaim_interval + 1.0
     report.assert_invariants(bound_s=bound, max_duplicates=2 * s.worker_batch)
 
 
@@ -85,7 +85,7 @@ def start_leader_behind(cluster: Cluster, server: str):
     proxy = cluster.proxy(server)
     cluster.start(workers=3, dispatcher_env=cluster.env_through(**{server: proxy}))
     leader = cluster.dispatchers[0]
-    keys = Keys(cluster.settings.key_prefix)
+    keys = Keys(cluster.settings.deployment.key_prefix)
     assert cluster.holder_of([leader], keys.leader)
     standby = cluster.start_dispatcher()
     wait_for(lambda: "dispatcher" in cluster.procs.log_of(standby), 15, "the standby to start")
@@ -94,7 +94,7 @@ def start_leader_behind(cluster: Cluster, server: str):
 
 
 def assert_standby_takes_over(cluster: Cluster, leader, standby) -> float:
-    keys = Keys(cluster.settings.key_prefix)
+    keys = Keys(cluster.settings.deployment.key_prefix)
     cut = time.monotonic()
     wait_for(lambda: cluster.holder_of([standby], keys.leader), 20, "the standby to take the lease")
     takeover = time.monotonic() - cut
@@ -179,7 +179,7 @@ def test_rows_the_application_holds_locked_are_checked_once_released(tmp_path, p
         report = cluster.finish("an application holding row locks longer than the lock wait")
         later = "SELECT COUNT(*) FROM audit WHERE row_id IN (10, 2500, 4990) AND written_at > %s"
         assert scalar(cluster.conn, later, (cluster.baseline,)) > 0  # checked again after the locks went
-        bound = hold + LOCK_WAIT_SECONDS + s.sweep_grace + s.sweep_interval + s.interval
+        bound = hold + LOCK_WAIT_SECONDS + s.deployment.sweep_grace + s.deployment.sweep_interval + s.interval
         report.assert_invariants(bound_s=bound, max_duplicates=10)
     finally:
         cluster.close()

@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from bench.servers import MariaDBServer, RedisServer, wait_for
-from recheck.initdb import init_db
-from shared.config import Settings
-from shared.outage import MAX_BACKOFF
+from recheck.commands.init_db import init_db
+from recheck.shared.config import Settings
+from recheck.shared.outage import MAX_BACKOFF
 from tests.support.helpers import audit_violations, install_audit, scalar, seed_rows
 from tests.support.processes import TEST_TIMINGS
+from tests.support.servers import MariaDBServer, RedisServer, wait_for
 
 NEVER_CHECKED = "SELECT COUNT(*) FROM user_block_status WHERE check_count = 0"
 OVERDUE_1S = "SELECT COUNT(*) FROM user_block_status WHERE next_check_at < NOW(3) - INTERVAL 1 SECOND"
@@ -26,7 +26,8 @@ def private(tmp_path):
     mysql = MariaDBServer(tmp_path / "mysql")
     mysql.start()
     cache = RedisServer(tmp_path / "redis")
-    settings = Settings(_env_file=None, mysql_url=mysql.url("recheck"), redis_url=cache.url(), **TEST_TIMINGS)
+    env = Settings(_env_file=None, mysql_url=mysql.url("recheck"), redis_url=cache.url(), **TEST_TIMINGS)
+    settings = env.default_workload()
     assert init_db(settings, apply=False, say=lambda _: None) == 0
     yield mysql, cache, settings
     cache.kill()
@@ -83,9 +84,11 @@ def running_pipeline(mysql, settings, procs):
 
 
 def assert_recovered(conn, settings, procs, what: str) -> None:
-    """Every row checked again within the README's bound, then a clean stop and a clean audit."""
-    # Bound (README): reconnect backoff + one interval + sweep grace + sweep period.
-    bound = MAX_BACKOFF + settings.interval + settings.sweep_grace + settings.sweep_interval
+    """Every row checked again within the bound in docs/guarantees.md, then a clean stop and a clean audit."""
+    # Bound (docs/guarantees.md): reconnect backoff + one interval + sweep grace + sweep period.
+    bound = (
+        MAX_BACKOFF + settings.interval + settings.deployment.sweep_grace + settings.deployment.sweep_interval
+    )
     recovered = seconds_until_all_checked_again(conn, bound + 10)
     print(f"{what}: all rows checked again {recovered:.2f} s after the server was back (bound {bound:.1f} s)")
     assert recovered < bound

@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from bench.servers import REDIS_CLI, RedisCluster, wait_for
-from shared.outage import MAX_BACKOFF
-from shared.redisconn import connect_redis
+from recheck.shared.outage import MAX_BACKOFF
+from recheck.shared.redis.connection import connect_redis
 from tests.chaos.test_faults import worker_bound
 from tests.support.cluster import Cluster
 from tests.support.helpers import scalar, seed_rows
+from tests.support.servers import REDIS_CLI, RedisCluster, wait_for
 
 
 @pytest.fixture
@@ -28,8 +28,8 @@ def on_cluster(tmp_path, procs):
 def masters_holding(cluster: Cluster) -> dict[int, int]:
     """port -> how many of the workload's partitions have their in-flight set on that master."""
     spread: dict[int, int] = {}
-    for part in cluster.store().parts:
-        port = cluster.redis.master_of(part.keys.inflight).port
+    for keys in cluster.store().partitions:
+        port = cluster.redis.master_of(keys.inflight).port
         spread[port] = spread.get(port, 0) + 1
     return spread
 
@@ -39,7 +39,7 @@ def move_slot(cluster: Cluster, key: str) -> tuple[int, int, int]:
     reshard` does for each slot (aimed here at one partition's own slot): both sides told, keys
     moved in batches (ASK redirections meanwhile), then every master told the new owner.
     Returns (slot, keys moved, the new owner's port)."""
-    slot = int(connect_redis(cluster.settings).cluster_keyslot(key))
+    slot = int(connect_redis(cluster.settings.deployment).cluster_keyslot(key))
     source = cluster.redis.master_of(key)
     target = next(n for n in cluster.redis.masters_now() if n.port != source.port)
     ids = {n.port: n.client().cluster("myid").decode() for n in (source, target)}
@@ -69,14 +69,14 @@ def test_partitions_spread_over_every_master_and_survive_a_slot_moving(on_cluste
     assert len(spread) == 3 and min(spread.values()) >= 5, spread  # 16 over 3: 5, 5, 6
     assert all(count > 0 for count in live.values()), live
     cluster.pause(2)
-    queue = cluster.store().parts[0].keys.queue
+    queue = cluster.store().partitions[0].queue
     slot, moved, owner = move_slot(cluster, queue)
     cluster.note(f"slot {slot} (partition 0) moved to the master on {owner}: {moved} keys")
     report = cluster.finish("16 partitions on a 3-master Redis Cluster, one partition's slot moved")
     assert cluster.redis.master_of(queue).port == owner
     assert "Traceback" not in cluster.procs.logs()
     s = cluster.settings
-    report.assert_invariants(bound_s=s.sweep_grace + s.sweep_interval, max_duplicates=0)
+    report.assert_invariants(bound_s=s.deployment.sweep_grace + s.deployment.sweep_interval, max_duplicates=0)
 
 
 def test_workers_killed_on_a_cluster(on_cluster):
@@ -96,7 +96,7 @@ def test_a_master_killed_its_replica_takes_over_and_it_rejoins(on_cluster):
     cluster = on_cluster
     cluster.start(workers=3)
     cluster.pause(2)
-    victim = cluster.redis.master_of(cluster.store().parts[0].keys.queue)
+    victim = cluster.redis.master_of(cluster.store().partitions[0].queue)
     victim.kill()
     killed = time.monotonic()
     cluster.note(f"kill -9 the master on port {victim.port} (partition 0's, and others')")
@@ -118,7 +118,7 @@ def test_a_master_killed_its_replica_takes_over_and_it_rejoins(on_cluster):
     s = cluster.settings
     # What the failover lost (replication is asynchronous) is found by the sweep; a batch a
     # worker held on the dead master is written once (fenced) and maybe checked again.
-    bound = failover + MAX_BACKOFF + s.sweep_grace + s.sweep_interval
+    bound = failover + MAX_BACKOFF + s.deployment.sweep_grace + s.deployment.sweep_interval
     report.assert_invariants(bound_s=bound, max_duplicates=len(cluster.workers) * s.worker_batch)
 
 
@@ -141,7 +141,7 @@ def test_the_whole_cluster_restarted_with_all_data_lost(on_cluster):
     report = cluster.finish("the whole Redis Cluster restarted with all data lost")
     assert "Traceback" not in cluster.procs.logs()
     s = cluster.settings
-    bound = away + MAX_BACKOFF + s.sweep_grace + s.sweep_interval
+    bound = away + MAX_BACKOFF + s.deployment.sweep_grace + s.deployment.sweep_interval
     report.assert_invariants(bound_s=bound, max_duplicates=len(cluster.workers) * s.worker_batch)
 
 
@@ -175,7 +175,7 @@ def test_the_leader_killed_the_standby_takes_every_partition_and_dispatches(on_c
     cluster.pause(1)
     takeover = cluster.kill_the_leader()  # the standby must hold all 16 leases and dispatch
     s = cluster.settings
-    bound = s.leader_ttl + s.heartbeat_interval + 0.5
+    bound = s.deployment.leader_ttl + s.deployment.heartbeat_interval + 0.5
     assert takeover < bound, f"takeover {takeover:.2f} s, bound {bound:.2f} s"
     report = cluster.finish("kill -9 of the leading dispatcher (2 running), on a cluster")
     report.assert_invariants(bound_s=bound + 1.0, max_duplicates=0)

@@ -5,17 +5,17 @@ from __future__ import annotations
 import signal
 import time
 
-from bench.servers import wait_for
-from shared.entries import parse_entries
-from shared.keys import Keys
+from recheck.shared.mysql.entries import parse_entries
+from recheck.shared.redis.keys import Keys
 from tests.support.helpers import audit_violations, install_audit, query, scalar, seed_rows
+from tests.support.servers import wait_for
 
 SLOW = {"TEST_CHECK_SLEEP": "30"}
 
 
 def held_ids(rds, settings, expect_one_holder: bool = True) -> list[int]:
     """Ids in the processing set of the only registered worker."""
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.deployment.key_prefix)
     workers = [w.decode() for w in rds.smembers(keys.workers)]
     if expect_one_holder:
         assert len(workers) == 1, workers
@@ -43,8 +43,8 @@ def test_kill_9_mid_batch_ids_are_checked_again_within_the_bound(make_settings, 
     procs.start("worker", settings, env={"RECHECK_CHECK": "tests.support.checks:ok"})
     wait_for(lambda: count_checked(sql, held) == 50, 20, "the dead worker's ids to be checked")
     recovered = time.monotonic() - killed
-    # README bound: heartbeat TTL + reclaim period + checking them again (8 smaller batches).
-    bound = settings.heartbeat_ttl + settings.reclaim_interval + 3.0
+    # Bound (docs/guarantees.md): heartbeat TTL + reclaim period + checking them again (8 smaller batches).
+    bound = settings.deployment.heartbeat_ttl + settings.deployment.reclaim_interval + 3.0
     print(
         f"kill -9: {len(held)} held ids checked again {recovered:.2f} s after the kill (bound {bound:.2f} s)"
     )
@@ -68,7 +68,7 @@ def test_sigterm_mid_batch_finishes_and_writes_the_batch_then_exits_0(make_setti
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=15) == 0
     assert count_checked(sql, held) == len(held)  # the batch in hand was finished and written
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.deployment.key_prefix)
     assert rds.scard(keys.workers) == 0  # deregistered: nothing left for the reclaimer
     assert "stopped:" in procs.log_of(worker)
     # Nothing lost: a fresh worker checks everything else, nothing is written twice.
@@ -89,8 +89,8 @@ def test_sigterm_with_a_check_that_outlasts_the_timeout_returns_the_batch(make_s
     stopped_at = time.monotonic()
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=10) == 0
-    assert time.monotonic() - stopped_at < settings.shutdown_timeout + 2
-    keys = Keys(settings.key_prefix)
+    assert time.monotonic() - stopped_at < settings.deployment.shutdown_timeout + 2
+    keys = Keys(settings.deployment.key_prefix)
     head = sorted(item.id for item in parse_entries(rds.lrange(keys.queue, 0, len(held) - 1))[0])
     assert head == held  # returned untouched, at the head of the queue
     assert count_checked(sql, held) == 0
@@ -115,7 +115,7 @@ def test_sigterm_with_per_row_checks_writes_what_finished_and_returns_the_rest(
     held = wait_for(holding_only_hanging_rows, 15, "the worker to hold only hanging rows")
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=10) == 0
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.deployment.key_prefix)
     queued = {item.id for item in parse_entries(rds.lrange(keys.queue, 0, -1))[0]}
     assert set(held) <= queued  # the unfinished rows went back
     checked = {row[0] for row in query(sql, "SELECT user_id FROM user_block_status WHERE check_count = 1")}

@@ -7,18 +7,26 @@ table or database name creating a new empty one.
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
 
-from bench.servers import wait_for
-from dispatcher.monitor import Monitor
-from shared.db import Database
-from shared.metrics import dispatcher_metrics
-from shared.status import FAILING_EVERY
+from recheck.dispatcher.monitor import Monitor
+from recheck.shared.mysql.db import Database
+from recheck.shared.process.metrics import dispatcher_metrics
+from recheck.shared.views.status import FAILING_EVERY
 from tests.support import checks
-from tests.support.helpers import dispatch_all, make_store, query, recheck, run_in_thread, scalar, seed_rows
+from tests.support.helpers import (
+    dispatch_all,
+    make_store,
+    only_workload,
+    query,
+    recheck,
+    run_in_thread,
+    scalar,
+    seed_rows,
+)
+from tests.support.servers import wait_for
 
 ORDERS = (
     "CREATE TABLE orders (id BIGINT UNSIGNED PRIMARY KEY, customer VARCHAR(40) NOT NULL, "
@@ -86,7 +94,7 @@ def test_seed_still_fills_recheck_own_table_and_one_an_earlier_recheck_made(sett
 
 # -- trap 3: when every check fails, nothing says fresh ----------------------------------------
 def test_every_check_failing_is_not_fresh_anywhere(make_settings, make_worker, sql, caplog):
-    settings = make_settings(interval=1.0)
+    settings = make_settings(interval=5.0)  # failed rows are not due again before the status calls
     recheck("seed", "--rows", "300", "--due-now", settings=settings)
     worker = make_worker(settings, checks.always_raises, start=False)
     thread = run_in_thread(worker)
@@ -96,7 +104,7 @@ def test_every_check_failing_is_not_fresh_anywhere(make_settings, make_worker, s
         time.sleep(0.2)
     assert "checks failing: 100% of the" in caplog.text, caplog.text[-2000:]
     status = recheck("status", "--json", settings=settings)
-    facts = json.loads(status.stdout)
+    facts = only_workload(status.stdout)
     assert status.returncode == 3
     assert facts["checks_failing"] and not facts["fresh"] and facts["overdue_1s"] == 0
     assert facts["failing_rows"] == 300 and "upstream is down" in facts["last_error"]

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.servers import free_port, wait_for
-from recheck.initdb import init_db
-from shared.config import read_workloads
-from tests.support.helpers import REPO, seed_rows
+from recheck.commands.init_db import init_db
+from recheck.shared.workloads import read_workloads
+from tests.support.helpers import REPO, docs_text, query, scalar, seed_rows
+from tests.support.servers import free_port, wait_for
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = REPO / "artifacts"
@@ -169,7 +169,7 @@ def exported_names() -> set[str]:
     """Every metric family recheck defines (from a fresh registry, without running anything)."""
     from prometheus_client import CollectorRegistry
 
-    from shared.metrics import DispatcherMetrics, WorkerMetrics
+    from recheck.shared.process.metrics import DispatcherMetrics, WorkerMetrics
 
     registry = CollectorRegistry()
     WorkerMetrics(registry)
@@ -188,10 +188,10 @@ def test_grafana_and_alert_rules_use_only_metrics_that_exist():
     alert_names = {rule["alert"] for group in rules["groups"] for rule in group["rules"]}
     assert used and used <= names, used - names
     assert {"RecheckRowsOverdue", "RecheckNoDispatch", "RecheckChecksFailing"} <= alert_names
-    readme = (REPO / "README.md").read_text()
+    reference = docs_text("metrics.md")
     for name in names:
         base = re.sub(r"_(bucket|count|sum)$", "", name)
-        assert f"`{base}" in readme, f"{base} is not documented in the README"
+        assert f"`{base}" in reference, f"{base} is not documented in docs/metrics.md"
 
 
 def test_the_dashboard_has_a_tab_per_workload(make_settings, procs, browser, tmp_path):
@@ -224,3 +224,116 @@ def test_the_dashboard_has_a_tab_per_workload(make_settings, procs, browser, tmp
     assert json.loads(get(url + "api/status?workload=urls"))["title"].endswith(".urls")
     with pytest.raises(urllib.error.HTTPError, match="404"):
         get(url + "api/status?workload=nope")
+
+
+def post_action(url: str, body: dict | bytes, **headers: str) -> tuple[int, dict]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    request = urllib.request.Request(url + "api/action", method="POST", data=data, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+def test_actions_need_the_token_and_the_page_offers_them(make_settings, procs, browser, sql):
+    dashboard = free_port()
+    token = "s3cret-dashboard-token"
+    settings = make_settings(interval=3600, dashboard_port=dashboard, dashboard_token=token)
+    seed_rows(settings, 50)
+    dispatcher = procs.start("dispatcher", settings)
+    procs.start("worker", settings)
+    url = f"http://127.0.0.1:{dashboard}/"
+    wait_for(lambda: get(url + "healthz") == "ok\n", 20, "the dashboard to listen")
+    json_type = {"Content-Type": "application/json"}
+    pause_5 = {"action": "pause", "ids": ["5"]}
+
+    # Refused: no token, a wrong one, a form post, another site's page; GET changes nothing.
+    assert post_action(url, pause_5, **json_type)[0] == 403
+    assert post_action(url, pause_5, **json_type, **{"X-Recheck-Token": "wrong"})[0] == 403
+    form = post_action(url, b"action=pause&ids=5", **{"X-Recheck-Token": token,
+                       "Content-Type": "application/x-www-form-urlencoded"})  # fmt: skip
+    assert form[0] == 415
+    other_site = {**json_type, "X-Recheck-Token": token, "Origin": "https://evil.example"}
+    assert post_action(url, pause_5, **other_site)[0] == 403
+    with pytest.raises(urllib.error.HTTPError, match="404"):
+        get(url + "api/action?action=pause&ids=5")
+    state = "SELECT next_check_at > '9999-01-01' FROM user_block_status WHERE user_id = %s"
+    assert scalar(sql, state, (5,)) == 0  # still not paused
+    bad = post_action(url, {"action": "drop", "ids": ["5"]}, **json_type, **{"X-Recheck-Token": token})
+    assert bad[0] == 400 and "now, pause, resume, release" in bad[1]["error"]
+
+    # The page: the token typed once, then buttons in the row view and the quarantine list.
+    query(sql, "UPDATE user_block_status SET next_check_at = '9999-12-31', "
+               "last_error = 'quarantined: test' WHERE user_id = 9")  # fmt: skip
+    page = browser.new_page(viewport={"width": 1360, "height": 1000})
+    page.goto(url)
+    page.locator("#token").wait_for(state="visible", timeout=10_000)
+    page.locator("#search-id").fill("5")
+    page.locator("#search button").click()
+    page.locator("#row-title", has_text=" id 5 · waiting").wait_for(timeout=5_000)
+    page.locator("#row-actions button[data-action=pause]").click()
+    page.locator("#action-result", has_text="enter the admin token").wait_for(timeout=5_000)
+    page.locator("#token").fill(token)
+    page.locator("#token").dispatch_event("change")
+    page.locator("#row-actions button[data-action=pause]").click()
+    page.locator("#action-result", has_text="pause 5: done").wait_for(timeout=5_000)
+    page.locator("#row-title", has_text=" id 5 · paused").wait_for(timeout=5_000)
+    assert scalar(sql, state, (5,)) == 1
+    page.locator("#paused", has_text="1").wait_for(timeout=10_000)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-actions.png"), full_page=True)
+    page.locator("#row-actions button[data-action=resume]").click()
+    page.locator("#row-title", has_text=" id 5 · ").filter(has_not_text="paused").wait_for(timeout=5_000)
+    checked = "SELECT check_count FROM user_block_status WHERE user_id = %s"
+    wait_for(lambda: scalar(sql, checked, (5,)) == 1, 5, "the resumed row checked at once")
+    page.locator("#row-actions button[data-action=now]").click()
+    wait_for(lambda: scalar(sql, checked, (5,)) == 2, 5, "`check now` checks it at once")
+
+    release = page.locator("#quarantine tr", has_text="9").locator("button[data-action=release]")
+    release.wait_for(timeout=15_000)
+    release.click()
+    page.locator("#action-result", has_text="release 9: done").wait_for(timeout=5_000)
+    wait_for(lambda: scalar(sql, checked, (9,)) == 1, 5, "the released row checked")
+
+    log = procs.log_of(dispatcher)
+    for action in ("pause", "resume", "now", "release"):
+        assert re.search(rf"dashboard action {action} from 127\.0\.0\.1: ids (5|9)", log), log[-3000:]
+    assert "dashboard action refused" in log and token not in log
+
+
+def test_row_lookups_are_bounded_whatever_the_flood(settings, monkeypatch):
+    """Each row lookup opens a MySQL connection of its own: a flood of them (a script hitting
+    /api/row) must not use up max_connections that the workers need."""
+    import threading
+    import time
+    from http import HTTPStatus
+
+    from recheck.dispatcher import web
+    from recheck.dispatcher.monitor import Monitor
+    from recheck.shared.mysql.db import Database
+    from recheck.shared.process.metrics import dispatcher_metrics
+    from tests.support.helpers import make_store
+
+    lock, inside, most, statuses = threading.Lock(), 0, 0, []
+
+    def slow_story(*_):
+        nonlocal inside, most
+        with lock:
+            inside += 1
+            most = max(most, inside)
+        time.sleep(0.2)
+        with lock:
+            inside -= 1
+        return {"id": 1}
+
+    monkeypatch.setattr(web, "row_story", slow_story)
+    metrics = dispatcher_metrics(settings.name)
+    monitor = Monitor(settings, Database(settings), make_store(settings), metrics)
+    dashboard = web.Dashboard([monitor], "127.0.0.1", 0)
+    flood = [threading.Thread(target=lambda: statuses.append(dashboard.row(None, "1")[0])) for _ in range(16)]
+    for thread in flood:
+        thread.start()
+    for thread in flood:
+        thread.join(10)
+    assert most == 4, f"{most} lookups (MySQL connections) at once"  # web.ROW_LOOKUPS
+    assert statuses == [HTTPStatus.OK] * 16  # they waited their turn

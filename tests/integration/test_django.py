@@ -1,6 +1,6 @@
 """recheck on a real application's table: Django's auth_user, made by Django's own migrations.
 
-The README's "Pointing recheck at an existing table" followed step by step: `recheck init-db`
+docs/existing-table.md ("Pointing recheck at an existing table") followed step by step: `recheck init-db`
 prints the ALTER TABLE, `--apply` applies it (and spreads the existing users' due times); then
 recheck keeps every user fresh while Django creates, updates and deletes users through its ORM.
 """
@@ -14,22 +14,20 @@ import sys
 
 import pytest
 
-from bench.servers import wait_for
-from tests.support.helpers import REPO, install_audit, query, recheck, scalar
+from tests.support.helpers import REPO, docs_text, install_audit, only_workload, query, recheck, scalar
+from tests.support.servers import wait_for
 
 pytestmark = pytest.mark.django
 
-# What the README tells a Django user to set (recheck's own column names, no collision).
-DJANGO_ENV = {
-    "RECHECK_TABLE": "auth_user",
-    "RECHECK_ID_COLUMN": "id",
-    "RECHECK_RESULT_COLUMN": "recheck_result",
-    "RECHECK_CHECKED_COLUMN": "recheck_checked_at",
-    "RECHECK_DUE_COLUMN": "recheck_due_at",
-    "RECHECK_COUNT_COLUMN": "recheck_count",
-    "RECHECK_FAIL_COLUMN": "recheck_fails",
-    "RECHECK_ERROR_COLUMN": "recheck_error",
-}
+
+def documented_django_env() -> dict[str, str]:
+    """What docs/existing-table.md tells a Django user to set: the variables between its
+    `# Django` and `# Rails` comments (recheck's own column names, no collision)."""
+    block = docs_text("existing-table.md").split("\n# Django", 1)[1].split("\n# Rails", 1)[0]
+    return dict(word.split("=", 1) for word in block.split() if word.startswith("RECHECK_"))
+
+
+DJANGO_ENV = documented_django_env()
 
 
 def django(settings, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -52,8 +50,8 @@ def test_django_keeps_working_and_recheck_keeps_every_user_fresh(make_settings, 
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert "spread the due times of" in applied.stdout
 
-    recheck_settings = settings.model_copy(
-        update={k.removeprefix("RECHECK_").lower(): v for k, v in DJANGO_ENV.items()}
+    recheck_settings = settings.evolve(
+        **{k.removeprefix("RECHECK_").lower(): v for k, v in DJANGO_ENV.items()}
     )
     install_audit(sql, recheck_settings)
     procs.start("dispatcher", settings, env=DJANGO_ENV)
@@ -77,7 +75,7 @@ def test_django_keeps_working_and_recheck_keeps_every_user_fresh(make_settings, 
         (started,),
     )
     assert float(late) < 1.0, late  # no user was checked late while Django worked
-    status = json.loads(recheck("status", "--json", settings=settings, env=DJANGO_ENV).stdout)
+    status = only_workload(recheck("status", "--json", settings=settings, env=DJANGO_ENV).stdout)
     assert status["fresh"] and status["overdue_1s"] == 0, status
     # A Django save() leaves recheck's columns alone: the renamed users kept their counts.
     renamed = query(sql, "SELECT MIN(recheck_count) FROM auth_user WHERE first_name LIKE 'renamed %%'")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from tests.support.helpers import audit_violations, install_audit, query, scalar, seed_rows
 
 OVERDUE_1S = "SELECT COUNT(*) FROM user_block_status WHERE next_check_at < NOW(3) - INTERVAL 1 SECOND"
@@ -12,6 +14,7 @@ OLDEST = (
 )
 
 
+@pytest.mark.serial  # timing: alone, not beside other tests (make test)
 def test_20000_rows_every_2s_with_3_workers_stay_fresh(settings, sql, procs):
     assert settings.interval == 2.0
     install_audit(sql, settings)

@@ -14,8 +14,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from bench.servers import RedisServer, free_port, wait_for
 from tests.support.faultproxy import FaultProxy
+from tests.support.servers import RedisServer, free_port, wait_for
 
 
 class EchoServer(socketserver.ThreadingTCPServer):

@@ -8,9 +8,9 @@ MySQL read up to 600,000 entries a second just to say how far behind it was.
 from __future__ import annotations
 
 from bench.pollcost import handler_reads, status_overhead
-from shared.db import Database
-from shared.sql import Queries
-from shared.status import SAMPLED_COUNT_CAP, Sampler, freshness
+from recheck.shared.mysql.db import Database
+from recheck.shared.mysql.rows import Rows
+from recheck.shared.views.status import OVERDUE_DETAIL, SAMPLED_COUNT_CAP, Sampler, freshness
 from tests.support.helpers import make_store, query, scalar, seed_rows
 
 
@@ -32,18 +32,18 @@ def test_one_pass_counts_are_exact_under_the_cap_and_the_cap_above(make_settings
     seed_rows(settings, 700)
     spread_due_times(sql, settings)
     db = Database(settings)
-    queries = Queries(settings)
-    under = freshness(settings, db, queries, cap=1_000)
+    rows = Rows(settings, db)
+    under = freshness(rows, cap=1_000)
     assert under["due_now"] == exact(sql, settings, 0.0) == 700
     assert under["overdue_1s"] == exact(sql, settings, 1.0) == 600
-    assert under["overdue_interval"] == exact(sql, settings, 3.0) == 400
     assert 6.0 < under["oldest_lateness_s"] < 8.0
+    # The oldest overdue rows come one by one (status tells waiting rows from rows in flight,
+    # and judges each by its own interval): here 400 of the 600 are past their 3 s interval.
+    late = [late_us for _, late_us, every_us in under["overdue_detail"] if late_us > every_us]
+    assert len(under["overdue_detail"]) == 600 and len(late) == exact(sql, settings, 3.0) == 400
     # Above the cap each count is the cap: the oldest 350 entries are all 3 s or more overdue.
-    over = freshness(settings, db, queries, cap=350)
-    assert (over["due_now"], over["overdue_1s"], over["overdue_interval"]) == (350, 350, 350)
-    # 450 oldest: 400 of them are past one interval, all of them past 1 s.
-    mixed = freshness(settings, db, queries, cap=450)
-    assert (mixed["due_now"], mixed["overdue_1s"], mixed["overdue_interval"]) == (450, 450, 400)
+    over = freshness(rows, cap=350)
+    assert (over["due_now"], over["overdue_1s"]) == (350, 350)
     db.close()
 
 
@@ -62,13 +62,14 @@ def test_a_sample_reads_o_cap_index_entries_and_one_serves_every_sampler(setting
         overhead = status_overhead(db)[0]
         before = handler_reads(db)[0]
         facts = sampler.sample()
-        assert facts["overdue_1s"] == SAMPLED_COUNT_CAP and facts["count_cap"] == SAMPLED_COUNT_CAP
+        assert facts["overdue_waiting"] == SAMPLED_COUNT_CAP and facts["count_cap"] == SAMPLED_COUNT_CAP
         return handler_reads(db)[0] - before - overhead
 
     taken = index_reads(first_db, first)
-    # One pass over at most cap + 1 entries of the due index, plus a probe for the oldest row and
+    # One pass over at most cap + 1 entries of the due index, the oldest OVERDUE_DETAIL of them
+    # once more (status tells waiting rows from rows in flight), a probe for the oldest row and
     # the quarantine count; the old three counts read 3 x min(backlog, 100,000) = 90,000 here.
-    assert SAMPLED_COUNT_CAP <= taken <= SAMPLED_COUNT_CAP + 20, taken
+    assert SAMPLED_COUNT_CAP + OVERDUE_DETAIL <= taken <= SAMPLED_COUNT_CAP + OVERDUE_DETAIL + 20, taken
     # A second sampler within the second reads the shared sample, not the due index.
     assert index_reads(second_db, second) <= 20
     for db in (first_db, second_db):

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from shared.health import HealthFile, HealthRecord, check_health
+from recheck.shared.process.health import HealthFile, HealthRecord, check_health
 from tests.support.helpers import REPO
 
 

@@ -13,8 +13,21 @@ import subprocess
 
 import pytest
 
+from recheck.shared.redis.store import MAX_ERROR_GROUPS
+from recheck.shared.views.failing import error_group
+from recheck.shared.views.status import error_groups
 from tests.support import checks
-from tests.support.helpers import REPO, dispatch_all, make_dispatcher, query, recheck, seed_rows
+from tests.support.helpers import (
+    REPO,
+    dispatch_all,
+    make_dispatcher,
+    make_store,
+    only_workload,
+    prepare,
+    query,
+    recheck,
+    seed_rows,
+)
 
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 RULES = REPO / "deploy" / "prometheus"
@@ -67,12 +80,27 @@ def test_inspect_tells_one_rows_story_wherever_it_is(settings, make_worker, sql)
     assert inspect(settings, "abc").returncode == 2  # not an integer id
 
 
+def test_inspect_finds_a_row_in_redis_as_its_column_collation_finds_it_in_mysql(settings, sql):
+    """'alice' and 'Alice  ' are the row 'Alice' on a case-insensitive, pad-space key; Redis knows
+    it by its stored key, so the lookup there must use the key as MySQL returns it."""
+    names = settings.evolve(**{"table": "names", "id_column": "name"})
+    prepare(names, "CREATE TABLE names (name VARCHAR(40) COLLATE utf8mb4_general_ci PRIMARY KEY)",
+            "INSERT INTO names (name) VALUES ('Alice'), ('Bob')")  # fmt: skip
+    make_dispatcher(names).poll()
+    env = {"RECHECK_TABLE": "names", "RECHECK_ID_COLUMN": "name"}
+    for typed in ("Alice", "alice", "Alice  ", "ALICE"):
+        result = recheck("inspect", typed, "--json", settings=settings, env=env)
+        assert result.returncode == 0, result.stderr
+        told = json.loads(result.stdout)
+        assert told["id"] == "Alice" and told["state"] == "queued", (typed, told)
+
+
 def test_failures_are_grouped_by_error_without_scanning_the_table(settings, make_worker, sql):
     seed_rows(settings, 40, due_now=True)
     dispatch_all(settings)
     worker = make_worker(settings, checks.odd_fails)  # odd ids fail: "ValueError: odd id 7", ...
     worker.poll()
-    facts = json.loads(recheck("status", "--json", settings=settings).stdout)
+    facts = only_workload(recheck("status", "--json", settings=settings).stdout)
     groups = {group["error"]: group for group in facts["errors"]}
     assert list(groups) == ["ValueError: odd id N"], groups
     group = groups["ValueError: odd id N"]
@@ -83,13 +111,38 @@ def test_failures_are_grouped_by_error_without_scanning_the_table(settings, make
     assert "failures in the last hour, by error:" in text and "20x  ValueError: odd id N" in text
 
 
+def test_a_new_error_always_gets_a_group_whatever_filled_them(settings):
+    """Messages the normaliser cannot collapse (words, URLs) used to fill the 50 groups and send a
+    new error to "(other errors)" for a day: now the group seen least recently makes room."""
+    store = make_store(settings)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    for n in range(MAX_ERROR_GROUPS):  # 50 groups of words: nothing to mask
+        store.record_errors({f"ProbeError: {letters[n % 26]}{letters[n // 26]} down": (2, [])}, 1000.0 + n)
+    store.record_errors({"TimeoutError: brand new": (1, ["7"])}, 2000.0)
+    groups = store.error_groups()
+    assert len(groups) == MAX_ERROR_GROUPS + 1  # the catch-all besides
+    new = groups["TimeoutError: brand new"]
+    assert (new["count"], new["examples"]) == (1, ["7"])
+    assert "ProbeError: aa down" not in groups  # the least recently seen made room
+    assert groups["(other errors)"]["count"] == 2
+    assert "TimeoutError: brand new" in {g["error"] for g in error_groups(store, now=2000.0)}
+    assert store.prune_errors(older_than=1500.0) == MAX_ERROR_GROUPS - 1  # not seen since: forgotten
+    assert set(store.error_groups()) == {"TimeoutError: brand new", "(other errors)"}
+
+
+def test_urls_in_errors_are_one_group(settings):
+    assert error_group("ConnectError: https://a.example/x?id=1 refused") == error_group(
+        "ConnectError: http://b.example.org/y refused"
+    )
+
+
 def test_config_shows_each_value_and_where_it_came_from_with_secrets_hidden(settings, tmp_path, mariadb):
     (tmp_path / ".env").write_text("RECHECK_WORKER_BATCH=321\n")
     (tmp_path / "recheck.toml").write_text('[workloads.users]\ntable = "user_block_status"\ninterval = 7\n')
     secret_url = settings.mysql_url.replace("root@", "root:@")
     env = {
         "RECHECK_CONFIG": str(tmp_path / "recheck.toml"),
-        "RECHECK_REDIS_URL": settings.redis_url + "?password=",
+        "RECHECK_REDIS_URL": settings.deployment.redis_url + "?password=",
         "RECHECK_MYSQL_URL": secret_url,
         "RECHECK_APP_USER": "app",
         "RECHECK_APP_PASSWORD": "hunter2",
@@ -121,6 +174,53 @@ def test_config_says_what_is_not_ready_and_what_is_wrong(settings, tmp_path):
     assert recheck("--version").stdout.startswith("recheck ")
 
 
+def test_config_imports_each_check_as_its_workers_will_and_names_where_a_bad_one_came_from(
+    settings, tmp_path
+):
+    # An application's folder: a good check, one whose dependency is not installed, and a
+    # workloads file with a misspelt module name, as a new user writes them.
+    app = tmp_path / "uptime_app"
+    app.mkdir()
+    (app / "__init__.py").write_text("")
+    (app / "checks.py").write_text("async def check(row):\n    return 'up'\n")
+    (app / "needs_httpx.py").write_text("import httpx_not_installed_here\n\ndef check(ids):\n    return 1\n")
+    env = {"PYTHONPATH": f"{tmp_path}:{REPO}"}
+    good = recheck("config", settings=settings, env={**env, "RECHECK_CHECK": "uptime_app.checks:check"})
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "the check imports: a per-row check (async)" in good.stdout
+
+    unmet = recheck("config", settings=settings, env={**env, "RECHECK_CHECK": "uptime_app.needs_httpx:check"})
+    assert unmet.returncode == 2, unmet.stdout
+    said = "configuration error: workload default: RECHECK_CHECK=uptime_app.needs_httpx:check: cannot import"
+    assert said in unmet.stdout and "No module named 'httpx_not_installed_here'" in unmet.stdout
+    assert "every server reachable" not in unmet.stdout
+
+    toml = tmp_path / "recheck.toml"
+    toml.write_text('[workloads.monitors]\ntable = "user_block_status"\ncheck = "uptime_app.chekcs:check"\n')
+    misspelt = recheck("config", "--json", settings=settings, env={**env, "RECHECK_CONFIG": str(toml)})
+    assert misspelt.returncode == 2
+    shown = json.loads(misspelt.stdout)
+    assert not shown["ready"]
+    assert shown["configuration_errors"] == [
+        f"workload monitors: {toml} [workloads.monitors] check=uptime_app.chekcs:check: cannot import "
+        "'uptime_app.chekcs': ModuleNotFoundError: No module named 'uptime_app.chekcs'"
+    ]
+    # The worker refuses to start with the same words (exit 2, configuration).
+    worker = recheck("worker", settings=settings, env={**env, "RECHECK_CONFIG": str(toml)}, timeout=30)
+    assert worker.returncode == 2
+    assert f"{toml} [workloads.monitors] check=uptime_app.chekcs:check" in worker.stderr
+
+
+def test_a_misspelt_table_gets_the_closest_existing_name_first(settings, sql):
+    query(sql, "CREATE TABLE monitors (id BIGINT PRIMARY KEY)")
+    result = recheck("config", settings=settings, env={"RECHECK_TABLE": "monitor"})
+    assert result.returncode == 1
+    assert "user_block_status" not in result.stdout.split("problem:", 1)[1]
+    assert "monitor does not exist; did you mean 'monitors'? check RECHECK_TABLE" in result.stdout
+    init = recheck("init-db", settings=settings, env={"RECHECK_TABLE": "monitor"})
+    assert init.returncode == 1 and "did you mean 'monitors'?" in init.stdout
+
+
 @pytest.fixture(scope="module")
 def promtool():
     if not shutil.which(PROMTOOL):
@@ -133,7 +233,7 @@ def test_the_alert_rules_are_valid_prometheus_rules(promtool):
         [promtool, "check", "rules", str(RULES / "alerts.yml")], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 3 rules found" in result.stdout
+    assert "SUCCESS: 4 rules found" in result.stdout
 
 
 def test_the_alert_rules_fire_when_they_should_and_not_before(promtool):

@@ -7,36 +7,36 @@ against real MariaDB and Redis, through the worker's and dispatcher's own code p
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
 import redis
 
-from bench.servers import wait_for
-from dispatcher.reconciler import Sweeper
-from shared.config import Settings, redact_url
-from shared.db import Database
-from shared.keys import Keys
+from recheck.dispatcher.reconciler import Sweeper
+from recheck.shared.config import Settings, redact_url
+from recheck.shared.mysql.db import Database
+from recheck.shared.redis.keys import Keys
+from recheck.workers.worker import Worker
+from recheck.workers.writing.writeback import Written
 from tests.support import checks
 from tests.support.helpers import (
     dispatch_all,
     make_dispatcher,
     make_pusher,
+    only_workload,
     query,
     recheck,
     run_in_thread,
     scalar,
     seed_rows,
 )
-from workers.worker import Worker
-from workers.writeback import Written
+from tests.support.servers import wait_for
 
 ROW = "SELECT status, check_count, fail_count, last_error FROM user_block_status WHERE user_id = %s"
 
 
 def drain(worker: Worker, rds, settings: Settings, rounds: int = 50) -> None:
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.deployment.key_prefix)
     for _ in range(rounds):
         if not rds.llen(keys.queue) and not rds.llen(keys.suspects):
             return
@@ -62,11 +62,12 @@ def test_a_row_locked_by_the_application_is_deferred_and_the_rest_of_its_batch_w
         app.close()  # the application's transaction ends (rolled back)
     written = scalar(sql, "SELECT COUNT(*) FROM user_block_status WHERE check_count = 1")
     assert written == 49 and took < 5, (written, took)
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.deployment.key_prefix)
     assert not rds.hexists(keys.inflight, "7")  # let go: the sweep brings it back once overdue
     assert rds.scard(keys.processing(worker.id)) == 0
     assert worker.counters.deferred == 1
-    sweeper = Sweeper(settings.model_copy(update={"sweep_grace": 0.0}), make_pusher(settings))
+    at_once = settings.deployment.model_copy(update={"sweep_grace": 0.0})  # below what a setting may be
+    sweeper = Sweeper(settings.model_copy(update={"deployment": at_once}), make_pusher(settings))
     assert sweeper.run_once() == 1
     worker.poll()
     assert query(sql, ROW, (7,))[0][1] == 1  # checked once the lock was gone
@@ -115,7 +116,7 @@ def app_user(settings, mariadb):
         cursor.execute("CREATE USER IF NOT EXISTS 'rw'@'%' IDENTIFIED BY 'rw-pass'")
         cursor.execute(f"GRANT SELECT, UPDATE ON `{settings.mysql.database}`.* TO 'rw'@'%'")
     url = settings.mysql_url.replace("root@", "rw:rw-pass@")
-    yield settings.model_copy(update={"mysql_url": url})
+    yield settings.evolve(**{"mysql_url": url})
     with mariadb.connect() as admin, admin.cursor() as cursor:
         cursor.execute("SET GLOBAL read_only = 0")
         cursor.execute("DROP USER IF EXISTS 'rw'@'%'")
@@ -141,7 +142,7 @@ def test_a_read_only_server_is_an_outage_not_a_crash_and_the_batch_is_written_af
     thread.join(15)
     assert not thread.is_alive()
     assert caplog.text.count("mysql refuses writes") == 1, caplog.text
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.deployment.key_prefix)
     assert rds.hlen(keys.reclaims) == 0  # nobody died: nothing counted toward quarantine
 
 
@@ -217,7 +218,7 @@ def test_a_connection_lost_after_the_write_still_acknowledges_the_batch(make_wor
 
     writeback.write = write_then_lose_the_connection
     worker.poll()
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.deployment.key_prefix)
     assert rds.hlen(keys.inflight) == 0 and rds.scard(keys.processing(worker.id)) == 0
     assert scalar(sql, "SELECT COUNT(*) FROM user_block_status WHERE check_count = 1") == 10
 
@@ -242,7 +243,7 @@ def test_hanging_per_row_checks_do_not_starve_the_other_rows(make_worker, make_s
 def test_a_per_row_acknowledgement_releases_only_what_it_still_holds(make_worker, settings, rds):
     seed_rows(settings, 6, due_now=True)
     dispatch_all(settings)
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.deployment.key_prefix)
     worker = make_worker(settings, checks.slow_row)  # an async check: the per-row loop
     held = worker.intake.take(3)  # in progress when the worker is paused past its heartbeat
     rds.delete(keys.processing(worker.id))  # reclaimed meanwhile: given to someone else
@@ -273,7 +274,7 @@ def test_negative_ids_of_a_signed_key_are_checked(make_worker, settings, sql, rd
     drain(worker, rds, settings)
     assert worker.counters.malformed == 0
     assert scalar(sql, "SELECT COUNT(*) FROM user_block_status WHERE check_count = 1") == 4
-    assert rds.hlen(Keys(settings.key_prefix).inflight) == 0
+    assert rds.hlen(Keys(settings.deployment.key_prefix).inflight) == 0
 
 
 # -- 11. any value a check returns ends as a result or as that row's failure --------------------
@@ -328,6 +329,20 @@ def test_no_secret_survives_redaction_wherever_it_is_in_the_url(url):
     assert "hunter2" not in shown and "***" in shown
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:hunter#2@cache:6379/0",  # '#', '/', '?' or '@' unencoded: the rest shifts
+        "mysql://app:hun/ter2@db:3306/app",
+        "mysql://app:hun?ter2@db:3306/app",
+        "rediss://user:hunter2#@cache:6380/0",
+    ],
+)
+def test_a_url_that_cannot_be_split_for_sure_is_redacted_whole(url):
+    shown = redact_url(url)
+    assert "hun" not in shown and "ter2" not in shown and "***" in shown
+
+
 def test_status_json_never_shows_a_password_given_as_a_query_parameter(settings, redis_server):
     redis_server.client().config_set("requirepass", "hunter2")
     try:
@@ -335,7 +350,7 @@ def test_status_json_never_shows_a_password_given_as_a_query_parameter(settings,
         result = recheck("status", "--json", settings=settings, env={"RECHECK_REDIS_URL": url})
         assert result.returncode == 0, result.stderr
         assert "hunter2" not in result.stdout and "hunter2" not in result.stderr
-        assert json.loads(result.stdout)["redis"].endswith("password=***")
+        assert only_workload(result.stdout)["redis"].endswith("password=***")
     finally:
         redis.Redis(host="127.0.0.1", port=redis_server.port, password="hunter2").config_set(
             "requirepass", ""

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-import json
-
-from dispatcher.reconciler import OrphanCollector, Reclaimer, Sweeper
-from shared.db import Database
-from shared.entries import datetime_to_ms, make_entry, parse_entries
-from shared.keys import Keys
+from recheck.dispatcher.reconciler import OrphanCollector, Reclaimer, Sweeper
+from recheck.shared.mysql.db import Database
+from recheck.shared.mysql.entries import datetime_to_ms, make_entry, parse_entries
+from recheck.shared.redis.keys import Keys
 from tests.support import checks
-from tests.support.helpers import dispatch_all, make_pusher, make_store, query, recheck, scalar, seed_rows
+from tests.support.helpers import (
+    dispatch_all,
+    make_pusher,
+    make_store,
+    only_workload,
+    query,
+    recheck,
+    scalar,
+    seed_rows,
+)
 
 
 def job(cls, settings):
@@ -21,7 +28,7 @@ def job(cls, settings):
 def kill(worker, rds) -> None:
     """As if the worker died: no more heartbeats, its key gone."""
     worker.close()
-    rds.delete(Keys(worker.settings.key_prefix).heartbeat(worker.id))
+    rds.delete(Keys(worker.deployment.key_prefix).heartbeat(worker.id))
 
 
 def test_a_live_worker_is_left_alone(make_worker, settings, rds):
@@ -30,13 +37,13 @@ def test_a_live_worker_is_left_alone(make_worker, settings, rds):
     worker = make_worker(settings, checks.ok)
     worker.intake.take(10)
     assert job(Reclaimer, settings).run_once() == (0, 0)
-    assert rds.scard(Keys(settings.key_prefix).processing(worker.id)) == 10
+    assert rds.scard(Keys(settings.deployment.key_prefix).processing(worker.id)) == 10
 
 
 def test_a_dead_workers_entries_come_back_as_eight_smaller_batches_first(make_worker, settings, sql, rds):
     seed_rows(settings, 30, due_now=True)
     dispatch_all(settings)
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.deployment.key_prefix)
     dead = make_worker(settings, checks.ok)
     assert len(dead.intake.take(20)) == 20
     kill(dead, rds)
@@ -56,7 +63,7 @@ def test_an_id_that_keeps_killing_workers_is_quarantined_then_released(make_work
     settings = make_settings(max_reclaims=3)  # same database as `sql`
     seed_rows(settings, 3, due_now=True)
     dispatch_all(settings)
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.deployment.key_prefix)
     reclaimer = job(Reclaimer, settings)
     dead = make_worker(settings, checks.ok)
     assert len(dead.intake.take(3)) == 3
@@ -77,7 +84,7 @@ def test_an_id_that_keeps_killing_workers_is_quarantined_then_released(make_work
     assert quarantined == 1
     due, error = query(sql, "SELECT next_check_at, last_error FROM user_block_status WHERE user_id = 1")[0]
     assert due.year == 9999
-    assert "quarantined: its worker died while checking this row alone, after 3 deaths" in error
+    assert "quarantined: its worker died twice while checking this row alone, after 3+ deaths" in error
     assert not rds.hexists(keys.inflight, "1") and not rds.hexists(keys.quarantine, "1")
     # The innocent batch-mates were checked, alone, and are not quarantined.
     assert query(sql, "SELECT user_id, check_count FROM user_block_status WHERE user_id > 1") == (
@@ -87,25 +94,27 @@ def test_an_id_that_keeps_killing_workers_is_quarantined_then_released(make_work
     assert rds.hlen(keys.inflight) == 0
 
     status = recheck("status", "--json", settings=settings)
-    facts = json.loads(status.stdout)
+    facts = only_workload(status.stdout)
     assert facts["quarantined"] == 1, status.stderr
     assert (
-        facts["quarantined_ids"][0]["id"] == 1 and "after 3 deaths" in facts["quarantined_ids"][0]["reason"]
+        facts["quarantined_ids"][0]["id"] == 1 and "after 3+ deaths" in facts["quarantined_ids"][0]["reason"]
     )
     assert (
-        "quarantined id 1: quarantined: its worker died while checking this row alone"
+        "quarantined id 1: quarantined: its worker died twice while checking this row alone"
         in recheck("status", settings=settings).stdout
     )
     released = recheck("release", "1", "2", settings=settings)
-    assert released.returncode == 0 and "released 1 of 2 ids" in released.stdout
+    assert released.returncode == 0 and "released, due now: 1" in released.stdout, released.stderr
+    assert "left alone (not quarantined): 2" in released.stdout
     assert scalar(sql, "SELECT next_check_at <= NOW(3) FROM user_block_status WHERE user_id = 1") == 1
     assert not rds.hexists(keys.reclaims, "1")
 
 
 def test_the_sweep_redispatches_overdue_rows_nothing_holds(settings, sql, rds):
-    keys = Keys(settings.key_prefix)
+    settings = settings.evolve(sweep_grace=30.0)  # id 3 stays within it however slow the machine
+    keys = Keys(settings.deployment.key_prefix)
     query(sql, "INSERT INTO user_block_status (user_id, next_check_at) VALUES "
-               "(1, NOW(3) - INTERVAL 10 SECOND), (2, NOW(3) - INTERVAL 10 SECOND), (3, NOW(3))")  # fmt: skip
+               "(1, NOW(3) - INTERVAL 60 SECOND), (2, NOW(3) - INTERVAL 60 SECOND), (3, NOW(3))")  # fmt: skip
     rds.hset(keys.inflight, "2", 1)  # id 2 is already in flight
     assert job(Sweeper, settings).run_once() == 1  # only id 1: 2 is held, 3 is within the grace
     assert [item.id for item in parse_entries(rds.lrange(keys.queue, 0, -1))[0]] == [1]
@@ -113,7 +122,7 @@ def test_the_sweep_redispatches_overdue_rows_nothing_holds(settings, sql, rds):
 
 
 def test_orphans_nothing_holds_are_released_held_ones_are_not(make_worker, settings, sql, rds):
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.deployment.key_prefix)
     old, recent = 1000, 10**15  # due ms: long ago, far future
     rds.hset(keys.inflight, mapping={"1": old, "2": old, "3": old, "4": recent})
     rds.rpush(keys.queue, make_entry(2, old))  # 2 waits in the queue
@@ -125,7 +134,7 @@ def test_orphans_nothing_holds_are_released_held_ones_are_not(make_worker, setti
 
 
 def test_the_sweep_leaves_rows_ahead_of_the_dispatchers_cursor_to_the_dispatcher(settings, sql, rds):
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.deployment.key_prefix)
     query(sql, "INSERT INTO user_block_status (user_id, next_check_at) VALUES "
                "(1, NOW(3) - INTERVAL 60 SECOND), (2, NOW(3) - INTERVAL 30 SECOND)")  # fmt: skip
     due_2 = datetime_to_ms(scalar(sql, "SELECT next_check_at FROM user_block_status WHERE user_id = 2"))
@@ -139,7 +148,7 @@ def test_a_row_completed_between_the_sweeps_read_and_its_push_is_not_queued_agai
     make_worker, settings, sql, rds
 ):
     """After an outage, held batches finish while the sweep reads overdue rows (the race)."""
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.deployment.key_prefix)
     query(
         sql, "INSERT INTO user_block_status (user_id, next_check_at) VALUES (1, NOW(3) - INTERVAL 10 SECOND)"
     )
@@ -147,14 +156,14 @@ def test_a_row_completed_between_the_sweeps_read_and_its_push_is_not_queued_agai
     worker = make_worker(settings, checks.ok)
     held = worker.intake.take(500)  # row 1 is in flight, held by a worker, overdue by 10 s
     sweeper = job(Sweeper, settings)
-    real_query = sweeper.pusher.db.query
+    real_query = sweeper.pusher.rows.db.query
 
     def read_then_worker_finishes(*args, **kwargs):
         rows = real_query(*args, **kwargs)  # the sweep reads row 1 as overdue...
         worker.batch.process(held)  # ...and the worker writes and acknowledges it before the push
         return rows
 
-    sweeper.pusher.db.query = read_then_worker_finishes
+    sweeper.pusher.rows.db.query = read_then_worker_finishes
     assert sweeper.run_once() == 0
     assert rds.llen(keys.queue) == 0 and rds.hlen(keys.inflight) == 0
     assert not rds.exists(keys.sweep_guard)  # the pass ended

@@ -6,24 +6,24 @@ from __future__ import annotations
 import json
 import time
 
-from bench.servers import MariaDBServer, wait_for
-from recheck.initdb import init_db
-from shared.config import read_workloads
-from shared.store import Counts
+from recheck.commands.init_db import init_db
+from recheck.shared.redis.store import Counts
+from recheck.shared.workloads import read_workloads
 from tests.support.checks import ok
 from tests.support.helpers import make_store, recheck, scalar, seed_rows
+from tests.support.servers import MariaDBServer, wait_for
 
 
 def test_a_partitioned_workload_spreads_its_ids_and_every_row_is_checked(make_settings, sql, make_worker):
     settings = make_settings(partitions=8)
     seed_rows(settings, 3000, due_now=True)
     store = make_store(settings)
-    from dispatcher.dispatcher import START
+    from recheck.dispatcher.dispatcher import START
     from tests.support.helpers import make_pusher
 
     page = make_pusher(settings).push_page(START, 5000)
     assert page.pushed == 3000
-    depths = [part.queue_depth() for part in store.parts]
+    depths = [store.client.llen(keys.queue) for keys in store.partitions]
     assert len(depths) == 8 and min(depths) > 250, depths  # about 375 each
     worker = make_worker(settings, ok)
     for _ in range(40):
@@ -40,18 +40,18 @@ def test_takes_fill_up_from_the_next_partitions_and_acks_return_entries_to_their
     assert store.hold_lease("me", 60_000) == "me"
     entries = [b"%d:%d" % (i, 1000 + i) for i in range(1, 401)]
     assert store.push("me", entries).pushed == 400
-    depths = [part.queue_depth() for part in store.parts]
+    depths = [store.client.llen(keys.queue) for keys in store.partitions]
     store.publish_heartbeat("worker", "w", {}, 60_000)
     first = store.take("w", max(depths) + 10).entries  # more than any one partition holds
     assert len(first) == max(depths) + 10
-    assert len({store._part(e).keys.tag for e in first}) >= 2
+    assert len({store.partition_of(e) for e in first}) >= 2
     second = store.take("w", 50).entries  # the next take starts one partition further
     assert len(second) == 50 and set(first).isdisjoint(second)
     # Untouched entries go back to the partition each came from; finished ones are released.
     assert store.acknowledge("w", first, second, Counts(checked=len(first)), whole=True) == len(first)
-    for part in store.parts:
-        queued = part.client.lrange(part.keys.queue, 0, -1)
-        assert all(store._part(e) is part for e in queued)
+    for index, keys in enumerate(store.partitions):
+        queued = store.client.lrange(keys.queue, 0, -1)
+        assert all(store.partition_of(e) == index for e in queued)
     assert store.overview().in_flight == 400 - len(first)
     assert store.held_count("w") == 0
     assert store.overview().counters["checked"] == len(first)  # counted once
@@ -62,12 +62,12 @@ def test_a_reclaimed_group_is_taken_alone_even_when_a_take_spans_partitions(make
     assert store.hold_lease("me", 60_000) == "me"
     entries = [b"%d:%d" % (i, 1000 + i) for i in range(1, 41)]
     store.push("me", entries)
-    by_part = {i: [e for e in entries if store._part(e) is part] for i, part in enumerate(store.parts)}
+    by_part = {i: [e for e in entries if store.partition_of(e) == i] for i in range(store.count)}
     group = b" ".join(by_part[1][:3])
-    part = store.parts[1]
+    keys = store.partitions[1]
     for entry in by_part[1][:3]:  # as the reclaimer leaves them: out of the queue, in a group
-        part.client.lrem(part.keys.queue, 1, entry)
-    part.client.rpush(part.keys.suspects, group)
+        store.client.lrem(keys.queue, 1, entry)
+    store.client.rpush(keys.suspects, group)
     store.publish_heartbeat("worker", "w", {}, 60_000)
     takes = [store.take("w", 1000) for _ in range(3)]
     alone = [t for t in takes if t.suspect]
@@ -78,11 +78,11 @@ def test_a_reclaimed_group_is_taken_alone_even_when_a_take_spans_partitions(make
 def test_a_half_taken_partitioned_lease_ends_with_one_holder(make_settings):
     store = make_store(make_settings(partitions=4))
     assert store.hold_lease("a", 60_000) == "a"
-    store.parts[0].client.delete(store.parts[0].keys.leader)  # a's first lease expired, not the rest
+    store.client.delete(store.partitions[0].leader)  # a's first lease expired, not the rest
     assert store.hold_lease("b", 60_000) == "a"  # b holds the first, a still the others
     assert store.hold_lease("a", 60_000) == "b"  # a sees b leads and gives its others back
     assert store.hold_lease("b", 60_000) == "b"  # b now holds them all
-    assert {part.lease_holder() for part in store.parts} == {"b"}
+    assert set(store.lease_holders()) == {"b"}
     assert store.push("a", [b"1:1"]).pushed == -1  # a deposed leader pushes nothing
 
 
@@ -106,7 +106,7 @@ def test_one_deployment_keeps_tables_on_two_mariadb_servers_fresh(make_settings,
     try:
         config = tmp_path / "recheck.toml"
         config.write_text(SHARDS.format(first=settings.mysql_url, second=second.url("shard1")))
-        base = settings.model_copy(update={"config": str(config)})
+        base = settings.evolve(**{"config": str(config)})
         shards = read_workloads(base)
         for shard in shards:
             assert init_db(shard, apply=False, say=lambda _: None, create=True) == 0

@@ -1,7 +1,7 @@
 """Passwords, ACL users, least privilege and TLS, against real servers configured for each.
 
-The Redis ACL rule and the MySQL GRANTs are read from the README and applied verbatim, so the
-documentation is what is tested.
+The Redis ACL rule and the MySQL GRANTs are read from the docs' security page (docs/security.md)
+and applied verbatim, so the documentation is what is tested.
 """
 
 from __future__ import annotations
@@ -10,37 +10,40 @@ import pymysql
 import pytest
 import redis
 
-from bench.servers import MariaDBServer, RedisCluster, RedisServer, free_port, wait_for
-from recheck.initdb import init_db
-from shared.config import Settings
-from tests.support.helpers import REPO, recheck, scalar, seed_rows
+from recheck.commands.init_db import init_db
+from recheck.shared.config import Settings, Workload
+from tests.support.helpers import docs_text, recheck, scalar, seed_rows
 from tests.support.processes import TEST_TIMINGS
+from tests.support.servers import MariaDBServer, RedisCluster, RedisServer, free_port, wait_for
 from tests.support.tls import make_certificates
 
-README = (REPO / "README.md").read_text()
+SECURITY_PAGE = docs_text("security.md")
 MYSQL_PASSWORD = "my-Secret-pass-7731"
 REDIS_PASSWORD = "rd-Secret-pass-4402"
 ADMIN_PASSWORD = "admin-Secret-9190"
 NEVER_CHECKED = "SELECT COUNT(*) FROM user_block_status WHERE check_count = 0"
 
 
-def readme_grants() -> list[str]:
-    block = README.split("CREATE USER 'recheck'", 1)[1].split("```", 1)[0]
+def documented_grants() -> list[str]:
+    block = SECURITY_PAGE.split("CREATE USER 'recheck'", 1)[1].split("```", 1)[0]
     statements = ("CREATE USER 'recheck'" + block).strip().split(";")
     return [s.strip().replace("PASSWORD", MYSQL_PASSWORD) for s in statements if s.strip()]
 
 
-def readme_acl() -> str:
-    line = next(line for line in README.splitlines() if line.strip().startswith("ACL SETUSER recheck"))
+def documented_acl() -> str:
+    line = next(line for line in SECURITY_PAGE.splitlines() if line.strip().startswith("ACL SETUSER recheck"))
     return line.strip().replace("PASSWORD", REDIS_PASSWORD)
 
 
-def settings_for(mysql_url: str, redis_url: str) -> Settings:
-    # One write slot for the two workers of run_briefly: the slot script runs under the ACL too.
-    return Settings(_env_file=None, mysql_url=mysql_url, redis_url=redis_url, write_slots=1, **TEST_TIMINGS)
+def settings_for(mysql_url: str, redis_url: str) -> Workload:
+    # One write slot for the two workers of run_briefly, and limits that never bind: the slot
+    # script and the limits' (the Redis clock: TIME) run under the ACL too.
+    env = Settings(_env_file=None, mysql_url=mysql_url, redis_url=redis_url, write_slots=1,
+                   rate_limit=1_000_000, max_in_flight=100_000, **TEST_TIMINGS)  # fmt: skip
+    return env.default_workload()
 
 
-def run_briefly(settings: Settings, conn, procs) -> None:
+def run_briefly(settings: Workload, conn, procs) -> None:
     """Dispatcher and two workers check every row once, then stop gracefully."""
     procs.start("dispatcher", settings)
     procs.start("worker", settings)
@@ -52,7 +55,8 @@ def run_briefly(settings: Settings, conn, procs) -> None:
 
 @pytest.fixture
 def restricted(tmp_path):
-    """MariaDB with the README's least-privilege user; Redis with requirepass and the README's ACL user."""
+    """MariaDB with the documented least-privilege user; Redis with requirepass and the documented ACL
+    user."""
     mysql = MariaDBServer(tmp_path / "mysql")
     mysql.start()
     cache = RedisServer(tmp_path / "redis", extra=("--requirepass", ADMIN_PASSWORD))
@@ -61,14 +65,15 @@ def restricted(tmp_path):
     admin = settings_for(mysql.url("recheck"), cache.url())
     assert init_db(admin, apply=False, say=lambda _: None) == 0  # as an administrator
     with mysql.connect() as conn, conn.cursor() as cursor:
-        for statement in readme_grants():
+        for statement in documented_grants():
             cursor.execute(statement)
-    cache.client().execute_command(*readme_acl().split())
+    cache.client().execute_command(*documented_acl().split())
     yield mysql, cache, admin
     cache.kill()
     mysql.kill()
 
 
+@pytest.mark.serial  # timing: alone, not beside other tests (make test)
 def test_the_pipeline_runs_as_least_privilege_users_and_never_shows_a_password(restricted, procs):
     mysql, cache, admin = restricted
     seed_rows(admin, 2000, due_now=True)
@@ -111,7 +116,7 @@ def test_server_errors_name_the_server_but_never_the_password(restricted, procs,
     cache.kill()  # an outage: the worker logs it
     wait_for(lambda: "redis unreachable" in procs.log_of(worker), 15, "the outage to be logged")
     wrong = settings_for(
-        mysql.url("recheck", user="recheck", password="Wrong-" + MYSQL_PASSWORD), admin.redis_url
+        mysql.url("recheck", user="recheck", password="Wrong-" + MYSQL_PASSWORD), admin.deployment.redis_url
     )
     refused = recheck("status", settings=wrong)
     assert refused.returncode == 1 and "Access denied" in refused.stderr
@@ -164,17 +169,17 @@ def test_the_pipeline_runs_over_tls_to_both_servers(tls_only, procs):
         redis.Redis(host="127.0.0.1", port=cache.port, socket_timeout=2).ping()
 
 
-def test_the_readme_acl_user_runs_a_partitioned_workload_on_a_redis_cluster(
+def test_the_documented_acl_user_runs_a_partitioned_workload_on_a_redis_cluster(
     make_settings, mariadb, procs, tmp_path
 ):
-    """The README's ACL rule, set on every node of a 3-master cluster (ACLs are per node), is
+    """The documented ACL rule, set on every node of a 3-master cluster (ACLs are per node), is
     enough to detect the cluster, follow its redirections and run every script, for keys of
     every shape it must cover (a named workload's partitions here: `{recheck:users/pN}`)."""
     cluster = RedisCluster(tmp_path / "cluster", masters=3, replicas=0)
     cluster.start()
     try:
         for node in cluster.nodes:
-            node.client().execute_command(*readme_acl().split())
+            node.client().execute_command(*documented_acl().split())
         first = cluster.nodes[0]
         settings = make_settings(
             redis_url=f"redis://recheck:{REDIS_PASSWORD}@127.0.0.1:{first.port}/0",
@@ -182,6 +187,7 @@ def test_the_readme_acl_user_runs_a_partitioned_workload_on_a_redis_cluster(
             workload="users",
             partitions=4,
             write_slots=1,  # two workers, one slot: the slot script runs under the ACL too
+            rate_limit=1_000_000,  # and the limits' (TIME): never binding
         )
         seed_rows(settings, 1000, due_now=True)
         procs.start("dispatcher", settings)

@@ -8,15 +8,15 @@ import time
 import pytest
 import redis
 
-from bench.servers import wait_for
-from dispatcher.reconciler import Reclaimer
-from shared.db import Database
-from shared.entries import make_entry, parse_entries
-from shared.keys import Keys
+from recheck.dispatcher.reconciler import Reclaimer
+from recheck.shared.mysql.db import Database
+from recheck.shared.mysql.entries import make_entry, parse_entries
+from recheck.shared.redis.keys import Keys
+from recheck.workers.checks import Outcome
+from recheck.workers.writing.writeback import Written
 from tests.support import checks
 from tests.support.helpers import dispatch_all, make_store, query, run_in_thread, scalar, seed_rows
-from workers.checks import Outcome
-from workers.writeback import Written
+from tests.support.servers import wait_for
 
 
 def rows(sql, where: str = "1=1") -> list[tuple]:
@@ -35,15 +35,16 @@ def test_a_batch_is_written_back_and_acknowledged(make_worker, make_settings, sq
     seed_rows(settings, 1200, due_now=True)
     assert dispatch_all(settings) == 1200
     worker = make_worker(settings, checks.ok)
-    while rds.llen(Keys(settings.key_prefix).queue):
+    while rds.llen(Keys(settings.deployment.key_prefix).queue):
         worker.poll()
     written = rows(sql)
     assert len(written) == 1200
     for _, status, checked_at, _, count, fails, error, gap in written:
         assert (status, count, fails, error) == ("ok", 1, 0, None)
         assert checked_at is not None
-        assert float(gap) == pytest.approx(settings.interval)  # next due = checked + interval
-    keys = Keys(settings.key_prefix)
+        # next due = checked + interval, up to `jitter` of it earlier
+        assert settings.interval * (1 - settings.jitter) - 0.001 <= float(gap) <= settings.interval
+    keys = Keys(settings.deployment.key_prefix)
     assert rds.hlen(keys.inflight) == 0
     assert rds.scard(keys.processing(worker.id)) == 0
     assert int(rds.hget(keys.stats, "checked")) == 1200
@@ -63,7 +64,7 @@ def test_takes_grow_past_the_check_batch_while_the_queue_is_deep(make_worker, ma
         return ["ok"] * len(ids)
 
     worker = make_worker(settings, sized)
-    while rds.llen(Keys(settings.key_prefix).queue):
+    while rds.llen(Keys(settings.deployment.key_prefix).queue):
         worker.poll()
     assert max(calls) == 100 and sum(calls) == 4000
     # 100, 200, 400, then 800 at a time: 9 write-backs instead of 40 (more if this machine is slow).
@@ -73,8 +74,9 @@ def test_takes_grow_past_the_check_batch_while_the_queue_is_deep(make_worker, ma
     )
 
 
-def test_failures_are_recorded_and_retried_with_capped_backoff(make_worker, make_settings, sql):
-    settings = make_settings(retry_base=1.0, retry_max=4.0)  # same database as `sql`
+def test_with_retry_backoff_failures_are_retried_with_capped_backoff(make_worker, make_settings, sql):
+    # same database as `sql`; no jitter: the delays are compared exactly
+    settings = make_settings(retry="backoff", retry_base=1.0, retry_max=4.0, interval=10.0, jitter=0)
     query(sql, "INSERT INTO user_block_status (user_id, next_check_at) VALUES (1, NOW(3)), (2, NOW(3))")
     delays = []
     for _ in range(4):
@@ -129,7 +131,7 @@ def test_results_longer_than_the_column_are_clipped_not_fatal(make_worker, setti
 def test_malformed_entries_are_dropped_and_counted(make_worker, settings, sql, rds):
     seed_rows(settings, 3, due_now=True)
     dispatch_all(settings)
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.deployment.key_prefix)
     rds.rpush(keys.queue, b"garbage", b"12:", b"\xff\xfe", b"1:2:3")
     worker = make_worker(settings, checks.ok)
     while rds.llen(keys.queue):
@@ -144,7 +146,7 @@ def test_a_late_write_for_an_already_rechecked_due_time_changes_nothing(make_wor
     """Fencing: a paused worker's result arrives after another worker rechecked the row."""
     seed_rows(settings, 1, due_now=True)
     dispatch_all(settings)
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.deployment.key_prefix)
     stale_entry = rds.lindex(keys.queue, 0)
     make_worker(settings, checks.ok).poll()  # the row is checked, next due in 2 s
     before = rows(sql)[0]
@@ -159,7 +161,7 @@ def test_a_reclaimed_workers_late_acknowledgement_releases_nothing(make_worker, 
     """A worker paused past its heartbeat: its ids were given to another worker meanwhile."""
     seed_rows(settings, 10, due_now=True)
     dispatch_all(settings)
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.deployment.key_prefix)
     paused = make_worker(settings, checks.ok)
     held = paused.intake.take(settings.worker_batch)
     assert len(held) == 10
@@ -231,7 +233,7 @@ def test_a_hanging_check_is_abandoned_after_the_timeout(make_worker, make_settin
 
 
 def test_entries_are_taken_in_one_round_trip_per_batch(make_worker, settings, rds):
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.deployment.key_prefix)
     rds.rpush(keys.queue, *[make_entry(i, 1000) for i in range(1, 1001)])
     worker = make_worker(settings, checks.ok)
     before = rds.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
@@ -244,7 +246,7 @@ def test_entries_whose_delivery_was_cut_off_are_adopted_not_stranded(make_worker
     """pop.lua ran on the server, but the connection died before its reply reached the worker."""
     seed_rows(settings, 5, due_now=True)
     dispatch_all(settings)
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.deployment.key_prefix)
     worker = make_worker(settings, checks.ok)
     real_take = worker.store.take
 
@@ -262,3 +264,16 @@ def test_entries_whose_delivery_was_cut_off_are_adopted_not_stranded(make_worker
     worker.batch.process(adopted)
     assert [r[4] for r in rows(sql)] == [1] * 5
     assert rds.hlen(keys.inflight) == 0
+
+
+def test_a_check_whose_library_logs_every_call_at_info_adds_nothing_to_the_workers_log(settings, sql, procs):
+    seed_rows(settings, 40, due_now=True)
+    procs.start("dispatcher", settings)
+    worker = procs.start("worker", settings, env={"RECHECK_CHECK": "tests.support.checks:chatty"})
+    wait_for(lambda: scalar(sql, "SELECT COUNT(*) FROM user_block_status WHERE check_count > 0") == 40, 20,
+             "every row checked")  # fmt: skip
+    procs.stop_all()
+    log = procs.log_of(worker)
+    assert "started:" in log and "stopped: " in log  # recheck's own INFO lines stay
+    assert "GET http://target/" not in log  # 40+ INFO lines of the check's library: none
+    assert "chatty warning for row 1" in log  # its warnings still show

@@ -13,18 +13,20 @@ import time
 import pytest
 
 from bench.pollcost import handler_reads, status_overhead
-from bench.servers import wait_for
-from recheck.initdb import init_db
-from shared.config import read_workloads
-from shared.db import Database
-from shared.keys import Keys
-from shared.redisconn import connect_redis
+from recheck.commands.init_db import init_db
+from recheck.shared.redis.connection import connect_redis
+from recheck.shared.redis.keys import Keys
+from recheck.shared.workloads import read_workloads
+from recheck.workers.worker import Worker
 from tests.support import checks
 from tests.support.helpers import (
     audit_violations,
     dispatch_all,
+    drain,
     install_audit,
     make_dispatcher,
+    next_in,
+    prepare,
     query,
     recheck,
     run_in_thread,
@@ -32,28 +34,9 @@ from tests.support.helpers import (
     seed_rows,
     workload,
 )
-from workers.worker import Worker
+from tests.support.servers import wait_for
 
 UNUSUAL = ["plain", "with space", "a:colon", 'it\'s "quoted"', "emoji 🎉", "tab\there", "x" * 64]
-
-
-def prepare(settings, create: str, *rows_sql: str):
-    """Create an application's table, let init-db add recheck's columns, insert rows due now."""
-    db = Database(settings)
-    db.execute(create)
-    assert init_db(settings, apply=True, say=lambda _: None) == 0
-    for statement in rows_sql:
-        db.execute(statement)
-    db.execute(f"UPDATE `{settings.table}` SET `{settings.due_column}` = NOW(3) - INTERVAL 1 SECOND")
-    db.close()
-
-
-def drain(worker, settings, rounds: int = 20) -> None:
-    dispatch_all(settings)
-    for _ in range(rounds):
-        if not worker.store.queue_depth():
-            return
-        worker.poll()
 
 
 def results(sql, table: str, key: str) -> dict:
@@ -120,7 +103,7 @@ def test_a_poll_on_text_keys_still_reads_o_page_rows(settings, sql):
                "(SELECT 0 d UNION SELECT 1 UNION SELECT 2 UNION SELECT 3 UNION SELECT 4 UNION SELECT 5 "
                "UNION SELECT 6 UNION SELECT 7 UNION SELECT 8 UNION SELECT 9) e) AS numbers")  # fmt: skip
     dispatcher = make_dispatcher(names)
-    db = dispatcher.pusher.db
+    db = dispatcher.pusher.rows.db
     overhead = status_overhead(db)
     seen = []
     for _ in range(20):  # 10,000 rows sharing one due time: each poll still reads one page
@@ -134,15 +117,8 @@ def test_a_poll_on_text_keys_still_reads_o_page_rows(settings, sql):
 
 
 # -- per-row and adaptive intervals ---------------------------------------------------------------
-def next_in(sql, table: str, key: str) -> dict:
-    """Seconds from each row's last check to its next due time."""
-    gap = "TIMESTAMPDIFF(MICROSECOND, checked_at, next_check_at) / 1e6"
-    rows = query(sql, f"SELECT `{key}`, {gap} FROM `{table}` WHERE checked_at IS NOT NULL")
-    return {row[0]: float(row[1]) for row in rows}
-
-
 def test_an_interval_column_sets_each_rows_rhythm_within_bounds(settings, make_worker, sql):
-    urls = workload(settings, "urls", table="urls", id_column="url_id", interval=10,
+    urls = workload(settings, "urls", table="urls", id_column="url_id", interval=10, jitter=0,
                     interval_column="every_s", min_interval=2, max_interval=100)  # fmt: skip
     prepare(urls, "CREATE TABLE urls (url_id INT PRIMARY KEY, every_s DECIMAL(8, 3) NULL)",
             "INSERT INTO urls (url_id, every_s) VALUES (1, 3.5), (2, NULL), (3, 1000), (4, 0)")  # fmt: skip
@@ -150,8 +126,29 @@ def test_an_interval_column_sets_each_rows_rhythm_within_bounds(settings, make_w
     assert next_in(sql, "urls", "url_id") == {1: 3.5, 2: 10.0, 3: 100.0, 4: 2.0}
 
 
+EXTREMES = {  # the interval column's type: (its largest value, its smallest)
+    "BIGINT": ("9223372036854775807", "-9223372036854775808"),
+    "BIGINT UNSIGNED": ("18446744073709551615", "0"),
+    "DOUBLE": ("1e308", "-1e308"),
+    "DECIMAL(65, 0)": ("9" * 65, "-" + "9" * 65),
+}
+
+
+@pytest.mark.parametrize("column", EXTREMES)
+def test_no_interval_column_value_can_break_a_write_back(settings, make_worker, sql, column):
+    """A "never" of 2^63 - 1 made MySQL refuse the whole batch's write (error 1690) at every try."""
+    largest, smallest = EXTREMES[column]
+    urls = workload(settings, "urls", table="urls", id_column="url_id", interval=10, jitter=0,
+                    interval_column="every_s", min_interval=2, max_interval=100)  # fmt: skip
+    rows = f"(1, {largest}), (2, {smallest}), (3, NULL), (4, 5)"
+    prepare(urls, f"CREATE TABLE urls (url_id INT PRIMARY KEY, every_s {column} NULL)",
+            f"INSERT INTO urls (url_id, every_s) VALUES {rows}")  # fmt: skip
+    drain(make_worker(urls, checks.ok), urls)
+    assert next_in(sql, "urls", "url_id") == {1: 100.0, 2: 2.0, 3: 10.0, 4: 5.0}
+
+
 def test_a_check_decides_when_its_row_is_due_again(settings, make_worker, sql):
-    adaptive = workload(settings, "adaptive", table="adaptive", id_column="id", interval=10,
+    adaptive = workload(settings, "adaptive", table="adaptive", id_column="id", interval=10, jitter=0,
                         min_interval=2, max_interval=100)  # fmt: skip
     prepare(adaptive, "CREATE TABLE adaptive (id INT PRIMARY KEY)",
             "INSERT INTO adaptive (id) VALUES (1), (2), (3), (4), (5)")  # fmt: skip
@@ -165,14 +162,10 @@ def test_a_check_decides_when_its_row_is_due_again(settings, make_worker, sql):
     got = next_in(sql, "adaptive", "id")
     assert {k: got[k] for k in (1, 2, 3, 4)} == {1: 7.0, 2: 2.0, 3: 10.0, 4: 100.0}
     assert query(sql, "SELECT status, fail_count FROM adaptive WHERE id = 1")[0] == ("down", 0)
-    # A failure keeps its retry backoff (retry_base), whatever the check might say otherwise.
-    retry = scalar(
-        sql, "SELECT TIMESTAMPDIFF(MICROSECOND, NOW(3), next_check_at) / 1e6 FROM adaptive WHERE id = 5"
-    )
-    assert (
-        0 < float(retry) <= settings.retry_base
-        and scalar(sql, "SELECT fail_count FROM adaptive WHERE id = 5") == 1
-    )
+    # A failure keeps the row's rhythm: due again after the workload's interval.
+    retry = scalar(sql, "SELECT TIMESTAMPDIFF(MICROSECOND, checked_at, next_check_at) / 1e6 FROM adaptive "
+                        "WHERE id = 5 AND fail_count = 1")  # fmt: skip
+    assert float(retry) == 10.0
 
 
 # -- one worker, several workloads ------------------------------------------------------------------
@@ -254,7 +247,7 @@ def three_workloads(settings, tmp_path, sql):
     tokens: VARBINARY(16), 2 or 4 s as the check decides. Each with an audit trail."""
     (tmp_path / "recheck.toml").write_text(DEPLOYMENT)
     env = {"RECHECK_CONFIG": str(tmp_path / "recheck.toml")}
-    base = settings.model_copy(update={"config": str(tmp_path / "recheck.toml")})
+    base = settings.evolve(**{"config": str(tmp_path / "recheck.toml")})
     ticks, devices, tokens = read_workloads(base)
     prepare(ticks, "CREATE TABLE ticks (id BIGINT PRIMARY KEY)",
             "INSERT INTO ticks (id) VALUES " + ", ".join(f"({i})" for i in range(-20, 20)))  # fmt: skip
@@ -303,10 +296,10 @@ def test_two_dispatchers_split_the_workloads_and_take_over_each_others(make_sett
     (ticks, devices, tokens), env = three_workloads(settings, tmp_path, sql)
     first = procs.start("dispatcher", settings, env=env)
     second = procs.start("dispatcher", settings, env=env)
-    client = connect_redis(settings)
+    client = connect_redis(settings.deployment)
 
     def leaders() -> dict:
-        return {w.workload: (client.get(Keys.of(w).leader) or b"").decode() for w in (ticks, devices, tokens)}
+        return {w.name: (client.get(Keys.of(w).leader) or b"").decode() for w in (ticks, devices, tokens)}
 
     def pid_of(holder: str) -> int:
         return int(holder.split("-")[-2]) if holder else 0
@@ -316,7 +309,28 @@ def test_two_dispatchers_split_the_workloads_and_take_over_each_others(make_sett
     first.wait()
     killed = time.monotonic()
     wait_for(lambda: {pid_of(h) for h in leaders().values()} == {second.pid}, 20, "the survivor leads all")
-    assert time.monotonic() - killed <= 2 * settings.leader_ttl + 2 * settings.heartbeat_interval + 1
+    assert (
+        time.monotonic() - killed
+        <= 2 * settings.deployment.leader_ttl + 2 * settings.deployment.heartbeat_interval + 1
+    )
+
+
+def test_one_table_reached_by_two_spellings_of_its_server_is_refused(settings, mariadb, tmp_path):
+    """127.0.0.1:PORT and the server's socket are one server: two workloads there on one table would
+    check every row twice per due time. The check asks the servers what they are."""
+    socket = mariadb.socket
+    database = settings.mysql.database
+    (tmp_path / "recheck.toml").write_text(
+        f'[workloads.tcp]\ntable = "user_block_status"\n\n'
+        f'[workloads.socket]\ntable = "user_block_status"\n'
+        f'mysql_url = "mysql://root@localhost/{database}?unix_socket={socket}"\n'
+    )
+    env = {"RECHECK_CONFIG": str(tmp_path / "recheck.toml")}
+    config = recheck("config", settings=settings, env=env)
+    assert config.returncode == 2, config.stdout + config.stderr
+    assert "workload 'socket' keeps the same table as workload 'tcp'" in config.stdout
+    worker = recheck("worker", settings=settings, env=env)
+    assert worker.returncode == 2 and "keeps the same table as workload 'tcp'" in worker.stderr, worker.stderr
 
 
 # -- commands, per workload ---------------------------------------------------------------------
@@ -329,9 +343,9 @@ def test_commands_name_their_workload_when_there_are_several(settings, sql, tmp_
         sql, "UPDATE ticks SET next_check_at = '9999-12-31', last_error = 'quarantined: test' WHERE id = -5"
     )
     released = recheck("release", "--workload", "ticks", "-5", settings=settings, env=env)
-    assert released.returncode == 0 and "released 1 of 1" in released.stdout, released.stderr
+    assert released.returncode == 0 and "released, due now: -5" in released.stdout, released.stderr
     text = recheck("status", "--workload", "devices", settings=settings, env=env).stdout
-    assert "workload devices:" not in text and ".devices every 6 s" in text.splitlines()[0]
+    assert "workload devices:" not in text and ".devices every 2-6 s" in text.splitlines()[0]
     every = recheck("status", settings=settings, env=env).stdout
     assert all(f"workload {name}:" in every for name in ("ticks", "devices", "tokens"))
     bad = recheck("status", "--workload", "nope", settings=settings, env=env)
@@ -347,4 +361,4 @@ def test_release_understands_the_key_kind(settings, sql, key):
     query(sql, "UPDATE names SET next_check_at = '9999-12-31'")
     env = {"RECHECK_TABLE": "names", "RECHECK_ID_COLUMN": key}
     result = recheck("release", "7", settings=settings, env=env)
-    assert result.returncode == 0 and "released 1 of 1" in result.stdout, result.stderr
+    assert result.returncode == 0 and "released, due now: 7" in result.stdout, result.stderr

@@ -1,4 +1,4 @@
-"""Write slots (workers/writeslots.py) on a real Redis: no more write-backs of a workload at once
+"""Write slots (workers/writing/writeslots.py) on a real Redis: no more write-backs of a workload at once
 than RECHECK_WRITE_SLOTS, a dead holder's slot lapses, and a slot never holds a write up when
 Redis is away or the worker is stopping."""
 
@@ -10,12 +10,12 @@ import time
 import pytest
 import redis
 
-from bench.servers import free_port, wait_for
-from shared.keys import Keys
-from shared.store import Store
+from recheck.shared.redis.keys import Keys
+from recheck.shared.redis.store import Store
+from recheck.workers.writing.writeslots import WriteSlots
 from tests.support.checks import ok
 from tests.support.helpers import make_store, scalar, seed_rows
-from workers.writeslots import WriteSlots
+from tests.support.servers import free_port, wait_for
 
 
 def slots_for(store, holder: str, slots: int, lease_s: float = 5.0, stopping=lambda: False) -> WriteSlots:
@@ -116,7 +116,7 @@ def test_redis_is_not_asked_when_nobody_could_be_kept_waiting(slots, workers):
 
 
 def test_a_worker_waits_for_a_write_slot_before_writing_back(make_settings, sql, make_worker):
-    from dispatcher.dispatcher import START
+    from recheck.dispatcher.dispatcher import START
     from tests.support.helpers import make_pusher
 
     settings = make_settings(write_slots=1)
@@ -132,3 +132,42 @@ def test_a_worker_waits_for_a_write_slot_before_writing_back(make_settings, sql,
     assert scalar(sql, "SELECT COUNT(*) FROM user_block_status WHERE check_count = 1") == 100
     assert waited >= 0.6, f"wrote after {waited:.2f} s while another worker held the only slot"
     assert not store.client.exists(store.keys.write_slot(1))  # given back after the write
+
+
+def test_a_mysql_stall_keeps_the_limit_while_the_slots_holder_is_alive(make_settings, sql, mariadb, procs):
+    """An application's LOCK TABLES ... READ holds every write-back up. The slot's holder is alive
+    and renews its slot; nobody else's write lands either, so its write is not given back as stuck
+    and the slot stays its own: one write-back waits in MySQL, not one per worker. (Before: the
+    waiters took a slot older than one lease as abandoned and all went ahead.)"""
+    settings = make_settings(write_slots=1, worker_batch=50, worker_take_max=50, interval=2.0)
+    seed_rows(settings, 3000)
+    procs.start("dispatcher", settings)
+    workers = [procs.start("worker", settings) for _ in range(3)]
+    store = make_store(settings)
+    # Every worker writing, each knowing the others (a worker alone uses no slot: its first beat
+    # sees only itself registered).
+    wait_for(lambda: sum(int(w.get("checked", 0)) > 0 for w in store.live_workers()) == 3, 20,
+             "the three workers to be writing")  # fmt: skip
+    time.sleep(2 * settings.deployment.heartbeat_interval)
+    watcher = mariadb.connect()
+    write_backs = (
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
+        "WHERE INFO LIKE 'UPDATE `user_block_status` AS t%JSON_TABLE%'"
+    )
+    most, stall = (
+        0,
+        4 * settings.deployment.heartbeat_ttl,
+    )  # four leases: long past the point where it gave way
+    scalar(sql, "LOCK TABLES user_block_status READ")
+    try:
+        until = time.monotonic() + stall
+        while time.monotonic() < until:
+            most = max(most, scalar(watcher, write_backs))
+            time.sleep(0.05)
+    finally:
+        scalar(sql, "UNLOCK TABLES")
+    watcher.close()
+    assert most == 1, f"{most} write-backs waited in MySQL at once with one write slot"
+    wait_for(lambda: scalar(sql, "SELECT COUNT(*) FROM user_block_status WHERE check_count = 0") == 0, 20,
+             "every row checked once the stall ended")  # fmt: skip
+    assert all(worker.poll() is None for worker in workers)

@@ -7,11 +7,13 @@ the tests can be told to be slow, to fail, or to die.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import sys
 import time
 from pathlib import Path
 
-from workers.checks import Recheck, per_row
+from recheck import Recheck, per_row
 
 SLEEP = float(os.environ.get("TEST_CHECK_SLEEP", "0"))
 ROW_COST = float(os.environ.get("TEST_CHECK_ROW_COST", "0"))
@@ -138,3 +140,113 @@ def sleepy_batch(ids: list) -> list[str]:
     """10 ms per batch whatever its size: a worker's time is the thing being shared."""
     time.sleep(0.01)
     return ["ok"] * len(ids)
+
+
+def exits_for_some(ids: list[int]) -> list[str]:
+    """A batch check that, like a library's usage error, calls sys.exit(2) when its batch holds
+    id 5, and raises KeyboardInterrupt when it holds id 6 (the whole call fails either way)."""
+    _record(ids)
+    if 5 in ids:
+        sys.exit(2)
+    if 6 in ids:
+        raise KeyboardInterrupt
+    return ["ok"] * len(ids)
+
+
+@per_row
+def row_exits(row_id: int) -> str:
+    """A per-row check (in a thread) whose row 7 calls sys.exit(2), 8 raises KeyboardInterrupt
+    and 9 GeneratorExit: each only its own row's failure."""
+    _record([row_id])
+    if row_id == 7:
+        sys.exit(2)
+    if row_id == 8:
+        raise KeyboardInterrupt
+    if row_id == 9:
+        raise GeneratorExit
+    return "ok"
+
+
+async def async_row_exits(row_id: int) -> str:
+    """The same from an async check: 7 sys.exit(2), 8 KeyboardInterrupt, 9 CancelledError."""
+    _record([row_id])
+    if row_id == 7:
+        sys.exit(2)
+    if row_id == 8:
+        raise KeyboardInterrupt
+    if row_id == 9:
+        raise asyncio.CancelledError
+    return "ok"
+
+
+@per_row
+def dies_with_2_once(row_id: int) -> str:
+    """Row 13 ends its worker process with exit code 2 the first time (os._exit: nothing can
+    catch it), as a library's C code or a stray thread might; after that it is an ordinary row."""
+    _record([row_id])
+    if row_id == 13 and RECORD:
+        marker = Path(RECORD) / "died-once"
+        if not marker.exists():
+            marker.touch()
+            os._exit(2)
+    if row_id == 14:
+        sys.exit(2)  # contained: only this row fails
+    return "ok"
+
+
+def token(ids: list) -> list[str]:
+    """Stores the check's own setting PROBE_TOKEN (from the environment, e.g. a .env file)."""
+    return [os.environ.get("PROBE_TOKEN", "missing")] * len(ids)
+
+
+@per_row
+def url_state(row) -> str:
+    """An uptime monitor's check on its row's url (workloads with columns = "url"): 'up' or
+    'down' as the url says, a failure for a url that says 'fail'. Sleeps TEST_CHECK_SLEEP."""
+    _record([row["id"]])
+    time.sleep(SLEEP)
+    if "fail" in row["url"]:
+        raise RuntimeError(f"{row['url']} does not answer")
+    return "up" if "up" in row["url"] else "down"
+
+
+def stamped(ids: list) -> list[str]:
+    """Records "unix-time id" for each id when the call starts (rate-limit tests count them)."""
+    if RECORD:
+        now = time.time()
+        with open(Path(RECORD) / f"{os.getpid()}.stamps", "a") as out:
+            out.write("".join(f"{now:.4f} {i}\n" for i in ids))
+    return ["ok"] * len(ids)
+
+
+_COUNT_UP = """
+local running = redis.call('INCR', KEYS[1])
+if running > tonumber(redis.call('GET', KEYS[2]) or 0) then redis.call('SET', KEYS[2], running) end
+return running
+"""
+
+
+@per_row
+def counted_row(row_id) -> str:
+    """Counts itself running, over every worker process, in the tests' Redis (TEST_REDIS_URL:
+    keys test:running and test:most), for TEST_CHECK_SLEEP seconds."""
+    import redis
+
+    client = redis.Redis.from_url(os.environ["TEST_REDIS_URL"])
+    client.eval(_COUNT_UP, 2, "test:running", "test:most")
+    try:
+        time.sleep(SLEEP)
+    finally:
+        client.decr("test:running")
+        client.incr("test:done")
+    return "ok"
+
+
+CHATTY = logging.getLogger("chatty_http_client")  # a library that logs every request at INFO
+
+
+async def chatty(row_id) -> str:
+    CHATTY.info("GET http://target/%s 200 OK", row_id)
+    if row_id == 1:
+        CHATTY.warning("chatty warning for row %s", row_id)
+    return "up"

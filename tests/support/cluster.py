@@ -31,14 +31,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.servers import MariaDBServer, RedisCluster, RedisServer, wait_for
-from recheck.initdb import create_app_user, init_db
-from shared.config import Settings
-from shared.partitioned import open_store
-from shared.redisconn import connect_redis
+from recheck.commands.init_db import create_app_user, init_db
+from recheck.shared.config import Settings, Workload
+from recheck.shared.redis.connection import connect_redis
+from recheck.shared.redis.store import open_store
 from tests.support.faultproxy import FaultProxy
 from tests.support.helpers import audit_violations, install_audit, scalar, seed_rows, workload
 from tests.support.processes import TEST_TIMINGS, Processes
+from tests.support.servers import MariaDBServer, RedisCluster, RedisServer, wait_for
 
 APP_PASSWORD = "chaos-app-pass"
 # Two workloads in the same processes: the first keeps the keys a deployment without a file has.
@@ -131,16 +131,16 @@ class Cluster:
             app_user="recheck",
             app_password=APP_PASSWORD,
             **{**CHAOS_SETTINGS, **overrides},
+        ).default_workload()
+        self.settings = self.admin.evolve(
+            **{"mysql_url": self.mysql.url("recheck", "recheck", APP_PASSWORD), "app_user": ""}
         )
-        self.settings = self.admin.model_copy(
-            update={"mysql_url": self.mysql.url("recheck", "recheck", APP_PASSWORD), "app_user": ""}
-        )
-        self.second: Settings | None = None  # the second workload's admin settings
+        self.second: Workload | None = None  # the second workload's admin settings
         if workloads == 2:
             config = tmp_path / "recheck.toml"
             config.write_text(SECOND_WORKLOAD)
             self.admin, self.settings = (
-                s.model_copy(update={"config": str(config)}) for s in (self.admin, self.settings)
+                s.evolve(**{"config": str(config)}) for s in (self.admin, self.settings)
             )
             self.second = workload(self.admin, "second", table="second_rows", interval=3.0)
         self.stores: dict = {}
@@ -162,9 +162,7 @@ class Cluster:
             assert init_db(admin, apply=False, say=lambda _: None, create=True) == 0
             create_app_user(admin, say=lambda _: None)
         if proxied:
-            self.settings = self.settings.model_copy(
-                update=self.through(self.proxy("mysql"), self.proxy("redis"))
-            )
+            self.settings = self.settings.evolve(**self.through(self.proxy("mysql"), self.proxy("redis")))
         self.conn = self.mysql.connect("recheck")
         for admin in self.tables():
             install_audit(self.conn, admin, audit=audit_of(admin))
@@ -214,7 +212,9 @@ class Cluster:
         if mysql is not None:
             urls["mysql_url"] = self.settings.mysql_url.replace(f":{self.mysql.port}/", f":{mysql.port}/")
         if redis is not None:
-            urls["redis_url"] = self.settings.redis_url.replace(f":{self.redis.port}/", f":{redis.port}/")
+            urls["redis_url"] = self.settings.deployment.redis_url.replace(
+                f":{self.redis.port}/", f":{redis.port}/"
+            )
         return urls
 
     def env_through(self, mysql: FaultProxy | None = None, redis: FaultProxy | None = None) -> dict:
@@ -248,7 +248,7 @@ class Cluster:
         """A workload's Redis state as recheck sees it (every partition, on one Redis or a cluster)."""
         admin = admin or self.admin
         if admin.table not in self.stores:  # the tests' own eyes: straight to the servers, no proxy
-            self.stores[admin.table] = open_store(connect_redis(admin), admin)
+            self.stores[admin.table] = open_store(connect_redis(admin.deployment), admin)
         return self.stores[admin.table]
 
     def held_by(self, process: subprocess.Popen) -> int:
@@ -288,7 +288,7 @@ class Cluster:
         self.note(f"kill -9 leader pid {old}")
 
         def standby_leads_and_dispatches() -> bool:
-            holders = {part.lease_holder() for part in store.parts}
+            holders = set(store.lease_holders())
             if len(holders) != 1 or None in holders or f"-{old}-" in next(iter(holders)):
                 return False
             beat = [d for d in store.live_dispatchers() if d.get("id") in holders]
@@ -352,7 +352,7 @@ class Cluster:
         quarantined = scalar(self.conn, f"SELECT COUNT(*) FROM `{table}` WHERE YEAR(next_check_at) = 9999")
         rows = int(scalar(self.conn, f"SELECT COUNT(*) FROM `{table}`"))
         return Report(
-            fault=fault if admin is self.admin else f"  {fault} (workload {admin.workload})",
+            fault=fault if admin is self.admin else f"  {fault} (workload {admin.name})",
             rows=rows,
             writes=int(writes),
             max_lateness_s=float(lateness),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,17 +11,23 @@ from pathlib import Path
 
 import pymysql
 
-from dispatcher.dispatcher import Dispatcher, DuePusher
-from dispatcher.lease import Lease
-from recheck.seed import seed
-from shared.config import ENV_PREFIX, Settings
-from shared.db import Database
-from shared.partitioned import PartitionedStore, open_store
-from shared.redisconn import connect_redis
-from shared.store import Store
+from recheck.commands.init_db import init_db
+from recheck.commands.seed import seed
+from recheck.dispatcher.dispatcher import Dispatcher, DuePusher
+from recheck.dispatcher.lease import Lease
+from recheck.shared.config import ENV_PREFIX, Workload
+from recheck.shared.mysql.db import Database
+from recheck.shared.redis.connection import connect_redis
+from recheck.shared.redis.store import Store, open_store
 
 TEST_LEADER = "test-leader"
 REPO = Path(__file__).resolve().parents[2]
+DOCS = REPO / "docs"  # the docs site's pages (mkdocs.yml); the README is only the front door
+
+
+def docs_text(page: str) -> str:
+    """The text of one page of the docs site, e.g. docs_text("security.md")."""
+    return (DOCS / page).read_text()
 
 
 def recheck(
@@ -41,17 +48,17 @@ def recheck(
     )
 
 
-def make_store(settings: Settings) -> Store | PartitionedStore:
-    return open_store(connect_redis(settings), settings)
+def make_store(settings: Workload) -> Store:
+    return open_store(connect_redis(settings.deployment), settings)
 
 
-def take_lease(settings: Settings, owner: str = TEST_LEADER) -> Lease:
+def take_lease(settings: Workload, owner: str = TEST_LEADER) -> Lease:
     lease = Lease(make_store(settings), owner, ttl_seconds=3600)
     assert lease.hold()
     return lease
 
 
-def make_pusher(settings: Settings, owner: str = TEST_LEADER) -> DuePusher:
+def make_pusher(settings: Workload, owner: str = TEST_LEADER) -> DuePusher:
     """A pusher whose owner holds the leader lease, as the leading dispatcher's does."""
     take_lease(settings, owner)
     pusher = DuePusher(settings, Database(settings), make_store(settings), owner)
@@ -59,11 +66,11 @@ def make_pusher(settings: Settings, owner: str = TEST_LEADER) -> DuePusher:
     return pusher
 
 
-def make_dispatcher(settings: Settings, owner: str = TEST_LEADER) -> Dispatcher:
+def make_dispatcher(settings: Workload, owner: str = TEST_LEADER) -> Dispatcher:
     return Dispatcher(settings, make_pusher(settings, owner))
 
 
-def dispatch_all(settings: Settings) -> int:
+def dispatch_all(settings: Workload) -> int:
     """Dispatch every due row now; returns how many ids were pushed."""
     dispatcher = make_dispatcher(settings)
     while dispatcher.poll() == 0:
@@ -71,7 +78,7 @@ def dispatch_all(settings: Settings) -> int:
     return dispatcher.dispatched
 
 
-def seed_rows(settings: Settings, rows: int, *, due_now: bool = False) -> None:
+def seed_rows(settings: Workload, rows: int, *, due_now: bool = False) -> None:
     db = Database(settings)
     try:
         seed(settings, db, rows, due_now=due_now)
@@ -90,7 +97,7 @@ def scalar(conn: pymysql.connections.Connection, sql: str, args=None):
     return rows[0][0] if rows else None
 
 
-def install_audit(conn: pymysql.connections.Connection, settings: Settings, audit: str = "audit") -> None:
+def install_audit(conn: pymysql.connections.Connection, settings: Workload, audit: str = "audit") -> None:
     """Record every UPDATE of the table: the due time it had, the new one, and when.
 
     The key is kept as text (the audit of a table with text or binary keys too)."""
@@ -135,6 +142,42 @@ def run_in_thread(service) -> threading.Thread:
     return thread
 
 
-def workload(settings: Settings, name: str, **values) -> Settings:
-    """Another workload of the same deployment, as the workloads file would make it."""
-    return Settings.model_validate({**settings.model_dump(), "workload": name, **values})
+def workload(settings: Workload, name: str, **values) -> Workload:
+    """Another workload of the same deployment, as the workloads file would make it (a deployment
+    setting among `values` changes the deployment too)."""
+    return settings.evolve(name=name, **values)
+
+
+def prepare(settings, create: str, *rows_sql: str):
+    """Create an application's table, let init-db add recheck's columns, insert rows due now."""
+    db = Database(settings)
+    db.execute(create)
+    assert init_db(settings, apply=True, say=lambda _: None) == 0
+    for statement in rows_sql:
+        db.execute(statement)
+    db.execute(f"UPDATE `{settings.table}` SET `{settings.due_column}` = NOW(3) - INTERVAL 1 SECOND")
+    db.close()
+
+
+def drain(worker, settings, rounds: int = 20) -> None:
+    dispatch_all(settings)
+    for _ in range(rounds):
+        if not worker.store.queue_depth():
+            return
+        worker.poll()
+
+
+def next_in(sql, table: str, key: str) -> dict:
+    """Seconds from each row's last check to its next due time."""
+    gap = "TIMESTAMPDIFF(MICROSECOND, checked_at, next_check_at) / 1e6"
+    rows = query(sql, f"SELECT `{key}`, {gap} FROM `{table}` WHERE checked_at IS NOT NULL")
+    return {row[0]: float(row[1]) for row in rows}
+
+
+def only_workload(status_json: str) -> dict:
+    """`recheck status --json` of a deployment with one workload: that workload's facts."""
+    shown = json.loads(status_json)
+    assert len(shown["workloads"]) == 1, list(shown["workloads"])
+    (facts,) = shown["workloads"].values()
+    assert shown["fresh"] == facts["fresh"]
+    return facts

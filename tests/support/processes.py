@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from shared.config import ENV_PREFIX, Settings
+from recheck.shared.config import ENV_PREFIX, Workload
 from tests.support.helpers import REPO
 
 # Short timings so recovery paths run in seconds. Production defaults are in shared/config.py.
@@ -32,14 +32,14 @@ TEST_TIMINGS = {
 
 
 class Processes:
-    """Starts recheck roles exactly as compose does (`python -m dispatcher|workers`)."""
+    """Starts recheck roles exactly as compose does (`python -m recheck.dispatcher|recheck.workers`)."""
 
     def __init__(self, log_dir: Path):
         self.log_dir = log_dir
         self.started: list[tuple[subprocess.Popen, Path]] = []
 
-    def start(self, role: str, settings: Settings, *args: str, env: dict | None = None) -> subprocess.Popen:
-        module = {"dispatcher": "dispatcher", "worker": "workers"}.get(role, role)
+    def start(self, role: str, settings: Workload, *args: str, env: dict | None = None) -> subprocess.Popen:
+        module = {"dispatcher": "recheck.dispatcher", "worker": "recheck.workers"}.get(role, role)
         environment = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
         environment.update(settings.env_overrides())
         environment["PYTHONPATH"] = str(REPO)

@@ -1,6 +1,9 @@
 """The house rules, read from the source with `ast` so they stay true.
 
-Imports flow one way: shared <- the roles (dispatcher, workers) <- the command (recheck) <- bench.
+One import package, `recheck`: the repository's folders are its parts (dispatcher/ is
+recheck.dispatcher, workers/ recheck.workers, shared/ recheck.shared, recheck/ the command and
+the public API). Imports flow one way: shared <- the roles (dispatcher, workers) <- the command
+<- bench. Inside shared: mysql/ and redis/ never import each other, views/ never imports process/.
 Every import counts, at module level or inside a function: a lazy import is still a dependency.
 """
 
@@ -12,19 +15,28 @@ from pathlib import Path
 
 from tests.support.helpers import REPO
 
-PACKAGES = ("shared", "dispatcher", "workers", "recheck", "bench")
-ROLES = ("dispatcher", "workers")
+# Folder -> the package it is installed as.
+FOLDERS = {
+    "shared": "recheck.shared",
+    "dispatcher": "recheck.dispatcher",
+    "workers": "recheck.workers",
+    "recheck": "recheck",
+    "bench": "bench",
+}
+ROLES = ("recheck.dispatcher", "recheck.workers")
+MAX_MODULES_PER_FOLDER = 15
+MAX_SHARED_METHODS = 15  # public method names two classes may have in common
 
 
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(REPO).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
-    return ".".join(parts)
+    return ".".join([FOLDERS[parts[0]], *parts[1:]])
 
 
 def project_modules() -> dict[str, Path]:
-    return {module_name(p): p for package in PACKAGES for p in (REPO / package).rglob("*.py")}
+    return {module_name(p): p for folder in FOLDERS for p in (REPO / folder).rglob("*.py")}
 
 
 def imports_of(path: Path, modules: dict[str, Path]) -> set[str]:
@@ -48,40 +60,55 @@ def import_graph() -> dict[str, set[str]]:
     return {name: imports_of(path, modules) for name, path in modules.items()}
 
 
-def package(module: str) -> str:
-    return module.split(".", 1)[0]
+def layer(module: str) -> str:
+    """shared, a role, command (the rest of recheck) or bench."""
+    for prefix in ("recheck.shared", *ROLES):
+        if module == prefix or module.startswith(prefix + "."):
+            return prefix
+    return "bench" if module.split(".")[0] == "bench" else "command"
 
 
-def offending(rule) -> list[str]:
+def part_of_shared(module: str) -> str | None:
+    """mysql, redis, process, views, or None (shared's top-level modules, or not shared)."""
+    parts = module.split(".")
+    return parts[2] if module.startswith("recheck.shared.") and len(parts) > 3 else None
+
+
+def offending(rule, key=layer) -> list[str]:
     return sorted(
         f"{module} imports {target}"
         for module, targets in import_graph().items()
         for target in targets
-        if rule(package(module), package(target))
+        if rule(key(module), key(target))
     )
 
 
 def test_shared_imports_neither_the_roles_nor_the_command_nor_the_bench():
-    assert offending(lambda source, target: source == "shared" and target != "shared") == []
+    shared = "recheck.shared"
+    assert offending(lambda source, target: source == shared and target != shared) == []
 
 
 def test_no_role_imports_the_other_role_or_the_command_or_the_bench():
     def broken(source: str, target: str) -> bool:
-        return source in ROLES and target not in ("shared", source)
+        return source in ROLES and target not in ("recheck.shared", source)
 
     assert offending(broken) == []
 
 
+def test_mysql_and_redis_never_import_each_other_and_views_never_import_process():
+    forbidden = {("mysql", "redis"), ("redis", "mysql"), ("views", "process")}
+    assert offending(lambda source, target: (source, target) in forbidden, key=part_of_shared) == []
+
+
 def test_the_command_never_imports_the_bench_at_module_level():
-    """`recheck bench` and `recheck soak` import bench only when they run (it is not in the image)."""
-    tree = ast.parse((REPO / "recheck" / "cli.py").read_text())
-    top_level = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
-    names = {alias.name for node in top_level if isinstance(node, ast.Import) for alias in node.names}
-    names |= {node.module for node in top_level if isinstance(node, ast.ImportFrom)}
-    assert not {name for name in names if name and package(name) == "bench"}
-    assert (
-        offending(lambda source, target: source in ("shared", *ROLES, "recheck") and target == "bench") == []
-    )
+    """`recheck bench` and `recheck soak` import bench only when they run (it is not installed)."""
+    for path in (REPO / "recheck").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        top_level = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+        names = {alias.name for node in top_level if isinstance(node, ast.Import) for alias in node.names}
+        names |= {node.module for node in top_level if isinstance(node, ast.ImportFrom)}
+        assert not {name for name in names if name and name.split(".")[0] == "bench"}, path
+    assert offending(lambda source, target: source != "bench" and target == "bench") == []
 
 
 def test_there_is_no_import_cycle_among_the_projects_modules():
@@ -104,8 +131,57 @@ def test_there_is_no_import_cycle_among_the_projects_modules():
     assert cycles == []
 
 
+def test_no_folder_holds_more_than_fifteen_modules():
+    crowded = {}
+    for folder in FOLDERS:
+        for directory in [REPO / folder, *(p for p in (REPO / folder).rglob("*") if p.is_dir())]:
+            modules = [p for p in directory.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+            if len(modules) > MAX_MODULES_PER_FOLDER:
+                crowded[str(directory.relative_to(REPO))] = len(modules)
+    assert crowded == {}
+
+
+def public_methods() -> dict[str, set[str]]:
+    """class (module.Class) -> its public method names, for every class of the product."""
+    found = {}
+    for folder in ("shared", "dispatcher", "workers", "recheck"):
+        for path in (REPO / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ClassDef):
+                    methods = {
+                        item.name
+                        for item in node.body
+                        if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+                        and not item.name.startswith("_")
+                    }
+                    found[f"{module_name(path)}.{node.name}"] = methods
+    return found
+
+
+def test_no_two_classes_repeat_fifteen_public_method_names():
+    """One path per operation: a second class with the same dozen methods (as the partitioned
+    store once was beside the store) means every change is made twice."""
+    classes = public_methods()
+    names = sorted(classes)
+    repeats = {
+        (a, b): len(classes[a] & classes[b])
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+        if len(classes[a] & classes[b]) >= MAX_SHARED_METHODS
+    }
+    assert repeats == {}
+
+
 def test_the_checker_finds_an_import_inside_a_function(tmp_path):
-    modules = {"workers.worker": Path("x"), "dispatcher.service": Path("y")}
+    modules = {"recheck.workers.worker": Path("x"), "recheck.dispatcher.service": Path("y")}
     source = tmp_path / "probe.py"
-    source.write_text("def f():\n    from dispatcher.service import serve\n    import json\n")
-    assert imports_of(source, modules) == {"dispatcher.service"}
+    source.write_text("def f():\n    from recheck.dispatcher.service import serve\n    import json\n")
+    assert imports_of(source, modules) == {"recheck.dispatcher.service"}
+
+
+def test_modules_are_named_as_installed_and_sorted_into_their_layers():
+    assert module_name(REPO / "shared" / "mysql" / "db.py") == "recheck.shared.mysql.db"
+    assert module_name(REPO / "workers" / "__init__.py") == "recheck.workers"
+    assert layer("recheck.shared.mysql.db") == "recheck.shared" and layer("recheck.cli") == "command"
+    assert part_of_shared("recheck.shared.mysql.db") == "mysql"
+    assert part_of_shared("recheck.shared.config") is None

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from shared.entries import Item
-from workers.checks import CheckShapeError, Outcome, batch_outcomes, check_kind, per_row
-from workers.writeback import split_outcomes
+from recheck.shared.mysql.entries import Item
+from recheck.workers.checks import CheckShapeError, Outcome, batch_outcomes, check_kind, per_row
+from recheck.workers.writing.writeback import split_outcomes
 
 
 def test_batch_outcomes_accepts_list_or_dict_and_maps_types():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.config import Settings, describe_error, redact_url
+from recheck.shared.config import Settings, describe_error, redact_url
 
 
 @pytest.mark.parametrize(
@@ -22,7 +22,7 @@ from shared.config import Settings, describe_error, redact_url
 )
 def test_bad_values_name_their_variable(field, value, message):
     with pytest.raises(Exception) as caught:
-        Settings(_env_file=None, **{field: value})
+        Settings(_env_file=None, **{field: value}).default_workload()
     lines = describe_error(caught.value)
     assert len(lines) == 1
     assert lines[0].startswith(f"RECHECK_{field.upper()}: ")

@@ -6,7 +6,14 @@ from datetime import datetime
 
 import pytest
 
-from shared.entries import Item, datetime_to_ms, make_entry, ms_to_datetime, parse_entries, sql_datetime
+from recheck.shared.mysql.entries import (
+    Item,
+    datetime_to_ms,
+    make_entry,
+    ms_to_datetime,
+    parse_entries,
+    sql_datetime,
+)
 
 
 def test_entries_round_trip_exactly():

@@ -7,8 +7,8 @@ import logging
 import pytest
 
 from recheck.cli import build_parser
-from shared.config import unknown_variables
-from shared.failing import MIN_CHECKS, FailureWatch, Recent, failing
+from recheck.shared.config import unknown_variables
+from recheck.shared.views.failing import MIN_CHECKS, FailureWatch, Recent, failing
 
 
 class Clock:

@@ -7,9 +7,9 @@ import zlib
 import pytest
 from redis.crc import key_slot
 
-from shared.config import Settings
-from shared.keys import Keys
-from shared.partitions import partition_of, rotation, split_by_partition
+from recheck.shared.config import Workload
+from recheck.shared.redis.keys import Keys
+from recheck.shared.redis.partitions import partition_of, rotation, split_by_partition
 
 
 def test_an_entry_and_its_bare_id_are_in_the_same_partition_by_crc32_of_the_id_text():
@@ -38,7 +38,7 @@ def test_rotation_visits_every_partition_once_from_the_start():
 
 
 def test_partition_keys_share_a_tag_per_partition_and_spread_over_the_slot_space():
-    settings = Settings(_env_file=None, partitions=16, workload="urls")
+    settings = Workload(partitions=16, name="urls")
     every = Keys.every_partition(settings)
     slots = []
     for index, keys in enumerate(every):
@@ -53,11 +53,11 @@ def test_partition_keys_share_a_tag_per_partition_and_spread_over_the_slot_space
 
 
 def test_partition_tags_cannot_collide_with_a_workload_name():
-    one = Keys.every_partition(Settings(_env_file=None, partitions=2))
+    one = Keys.every_partition(Workload(partitions=2))
     assert all("/" in k.tag for k in one)  # '/' is not allowed in a workload name
-    assert Keys.of(Settings(_env_file=None)).tag == "{recheck}"  # unpartitioned keys as before
+    assert Keys.of(Workload()).tag == "{recheck}"  # unpartitioned keys as before
 
 
 def test_a_partitioned_workload_needs_a_partition_named():
     with pytest.raises(ValueError, match="16 partitions"):
-        Keys.of(Settings(_env_file=None, partitions=16))
+        Keys.of(Workload(partitions=16))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from shared.config import Settings
-from shared.keys import Keys
-from shared.sql import Queries, raw_queries
+from recheck.shared.config import Workload
+from recheck.shared.mysql.sql import Queries, raw_queries
+from recheck.shared.redis.keys import Keys
 
 
 def test_every_query_renders_with_quoted_identifiers_and_no_leftover_braces():
-    settings = Settings(_env_file=None, table="devices", id_column="device_id", due_column="due_at")
+    settings = Workload(table="devices", id_column="device_id", due_column="due_at")
     queries = Queries(settings)
     for name in raw_queries():
         sql = getattr(queries, name)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workers.batchsize import TakeSizer, slices
+from recheck.workers.batchsize import TakeSizer, slices
 
 
 def test_full_quick_takes_double_up_to_the_ceiling():

@@ -7,11 +7,12 @@ import time
 
 import pytest
 
-from shared.config import ConfigError, Settings, read_workloads, select_workloads
-from shared.keys import Keys
-from shared.keytypes import BinaryKeys, IntKeys, TextKeys
-from workers.checks import Recheck, outcome_of
-from workers.turns import Turns
+from recheck.shared.config import ConfigError, Settings
+from recheck.shared.mysql.keytypes import BinaryKeys, IntKeys, TextKeys
+from recheck.shared.redis.keys import Keys
+from recheck.shared.workloads import read_workloads, select_workloads
+from recheck.workers.checks import Recheck, outcome_of
+from recheck.workers.turns import Turns
 
 USERS_AND_URLS = """
 [workloads.users]
@@ -42,7 +43,7 @@ def base(tmp_path, text: str | None, **values) -> Settings:
 
 def test_the_file_defines_workloads_on_top_of_the_recheck_defaults(tmp_path):
     users, urls = read_workloads(base(tmp_path, USERS_AND_URLS, worker_batch=700))
-    assert (users.workload, users.table, users.interval, users.check) == (
+    assert (users.name, users.table, users.interval, users.check) == (
         "users",
         "users",
         10,
@@ -66,8 +67,10 @@ def test_the_file_defines_workloads_on_top_of_the_recheck_defaults(tmp_path):
 def test_without_a_file_there_is_one_workload_named_default(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     settings = Settings(_env_file=None)
-    assert [w.workload for w in read_workloads(settings)] == ["default"]
-    assert Keys.of(settings).queue == "{recheck}:queue"  # the keys a deployment had before workloads
+    assert [w.name for w in read_workloads(settings)] == ["default"]
+    assert (
+        Keys.of(settings.default_workload()).queue == "{recheck}:queue"
+    )  # the keys a deployment had before workloads
 
 
 def test_each_workload_has_its_own_hash_tag():
@@ -83,7 +86,7 @@ BAD_FILES = [
     ("[workloads.users]\nheartbeat_ttl = 3\n",
      "heartbeat_ttl: not a workload setting (per-deployment settings are RECHECK_* variables)"),
     ('[workloads.users]\ntable = "users; DROP"\n', "workload 'users': table: must be a plain SQL identifier"),
-    ('[workloads."a b"]\ntable = "t"\n', "workload 'a b': workload: must be 1-40 characters"),
+    ('[workloads."a b"]\ntable = "t"\n', "workload 'a b': name: must be 1-40 characters"),
     ('[workload.users]\ntable = "users"\n',
      "[workload] is not known; workloads go in [workloads.NAME] tables"),
     ("[workloads.users\n", "not valid TOML"),
@@ -107,7 +110,7 @@ def test_a_missing_file_named_by_recheck_config_is_an_error(tmp_path):
 
 def test_workers_can_serve_some_workloads(tmp_path):
     workloads = read_workloads(base(tmp_path, USERS_AND_URLS))
-    assert [w.workload for w in select_workloads(workloads, "urls")] == ["urls"]
+    assert [w.name for w in select_workloads(workloads, "urls")] == ["urls"]
     with pytest.raises(ConfigError, match="unknown workload"):
         select_workloads(workloads, "urls,nope")
 

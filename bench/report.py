@@ -1,0 +1,114 @@
+"""`recheck bench`'s report: the table of every strategy's figures, the drains as the table tells
+them (recheck against each peer), and the plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.peers import PEERS
+from bench.runs import ON_CLUSTER, BenchConfig, Result
+from bench.strategies import FLOOR, STRATEGIES
+
+
+def table(results: list[Result], redis_bytes: float | None) -> str:
+    def f(value, fmt: str = "{:,.0f}") -> str:
+        return "-" if value is None else fmt.format(value)
+
+    best = max((r.checks_per_second for r in results if r.strategy in STRATEGIES), default=0)
+    floor = next((r.mysql_us_per_check for r in results if r.strategy == FLOOR), None)
+
+    def times_floor(us: float | None) -> str:
+        return f"{us / floor:.2f}x" if floor and us is not None else "-"
+
+    lines = [
+        f"{'strategy':<15} {'checks/s':>10} {'vs best seed':>12} {'p50 late':>9} {'p99 late':>9} "
+        f"{'max late':>9} {'>1s max':>9} {'>2s max':>9} {'dups':>6} {'deadlocks':>9} {'CPU us/check':>13} "
+        f"{'MySQL us':>9} {'MySQL/floor':>11} {'all/floor':>9} {'conns':>6} {'lock waits':>10} "
+        f"{'history':>8}",
+    ]
+    for r in results:
+        ratio = f"{r.checks_per_second / best:.1f}x" if best and r.strategy == "recheck" else ""
+        lines.append(
+            f"{r.strategy:<15} {f(r.checks_per_second):>10} {ratio:>12} {f(r.lateness_p50_s, '{:.2f}s'):>9} "
+            f"{f(r.lateness_p99_s, '{:.2f}s'):>9} {f(r.lateness_max_s, '{:.2f}s'):>9} "
+            f"{f(r.overdue_1s_max):>9} {f(r.overdue_2s_max):>9} {r.duplicates:>6} {r.lock_conflicts:>9} "
+            f"{f(r.cpu_us_per_check, '{:.1f}'):>13} {f(r.mysql_us_per_check, '{:.1f}'):>9} "
+            f"{times_floor(r.mysql_us_per_check):>11} {times_floor(r.cpu_us_per_check):>9} "
+            f"{r.mysql_connections_max:>6} {r.row_lock_waits:>10,} {r.history_length_max:>8,}"
+        )
+    for r in results:
+        if r.take_mean is not None:
+            lines.append(f"  {r.strategy}: workers took {r.take_mean:,.0f} ids at a time on average")
+    for r in results:
+        parts = ", ".join(f"{name} {sec:.1f}s" for name, sec in sorted(r.cpu_seconds.items()) if sec)
+        lines.append(f"  CPU {r.strategy}: {parts}")
+    for r in results:
+        redis = {name: sec for name, sec in sorted(r.cpu_seconds.items()) if name.startswith("redis")}
+        if r.checks and r.strategy in ("recheck", ON_CLUSTER):
+            each = ", ".join(f"{name} {sec / r.checks * 1e6:.2f}" for name, sec in redis.items())
+            total = sum(redis.values()) / r.checks * 1e6
+            lines.append(f"  Redis CPU us per check, {r.strategy}: {each} (all {total:.2f})")
+    if redis_bytes is not None:
+        lines.append(f"Redis memory per queued id (queue entry + in-flight entry): {redis_bytes:.0f} bytes")
+    lines += drain_lines(results)
+    return "\n".join(lines)
+
+
+def drain_lines(results: list[Result]) -> list[str]:
+    """The drains as the table tells them (first to last checked_at), the peers' with their job's
+    read and enqueue too, CPU per check by role, and recheck against each peer."""
+    drained = [r for r in results if r.drain_checks_per_second]
+    if not drained:
+        return []
+    lines = ["drain, rows / (last - first checked_at); a peer also from the start of its job's read:"]
+    for r in drained:
+        line = f"  {r.strategy:<15} {r.drained_rows:>10,} rows {r.drain_checks_per_second:>10,.0f}/s"
+        if r.with_enqueue_checks_per_second:
+            line += (f"   with its read ({r.read_seconds:.1f} s) and enqueue ({r.enqueue_seconds:.1f} s): "
+                     f"{r.with_enqueue_checks_per_second:,.0f}/s")  # fmt: skip
+        if r.repeated_checks:
+            line += f"   {r.repeated_checks:,} repeated checks"
+        lines.append(line)
+    for r in drained:
+        roles = ", ".join(f"{role} {us:.1f}" for role, us in (r.drain_cpu_us_per_check or {}).items())
+        lines.append(f"  CPU us per check over the drain, {r.strategy}: {roles}")
+    ours = next((r for r in drained if r.strategy == "recheck"), None)
+    for peer in (r for r in drained if r.strategy in PEERS and ours):
+        ratio = ours.drain_checks_per_second / peer.drain_checks_per_second
+        line = f"  recheck / {peer.strategy}: drain {ratio:.2f}x"
+        if peer.with_enqueue_checks_per_second:
+            ratio = ours.drain_checks_per_second / peer.with_enqueue_checks_per_second
+            line += f", counting its read + enqueue {ratio:.2f}x"
+        lines.append(line)
+    return lines
+
+
+def plot(results: list[Result], config: BenchConfig, path: Path) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    steady = config.mode == "steady"
+    fig, axes = plt.subplots(2 if steady else 1, 1, figsize=(10, 7 if steady else 4), squeeze=False)
+    for r in results:
+        t = [p["t"] for p in r.series]
+        axes[0][0].plot(t, [p["checks_per_second"] for p in r.series], label=r.strategy)
+        if steady:
+            axes[1][0].plot(t, [p["lateness_p99_s"] or 0 for p in r.series], label=f"{r.strategy} p99")
+    axes[0][0].set_ylabel("checks / s")
+    axes[0][0].set_title(f"{config.mode}: {config.rows:,} rows, {config.workers} workers")
+    if steady:
+        axes[1][0].set_ylabel("lateness p99 (s)")
+        axes[1][0].set_yscale("log")
+    for row in axes:
+        row[0].axvline(config.warmup, color="grey", linestyle=":", linewidth=1)
+        row[0].set_xlabel("seconds")
+        row[0].legend(loc="best", fontsize=8)
+        row[0].grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,56 @@
+"""`recheck now`, `pause`, `resume` and `release ID...`: what the application's Client does
+(recheck/client.py), and putting quarantined rows back, from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from recheck.client import Client
+from recheck.commands.base import SERVED, Command, add_workload, one_workload
+from recheck.shared.config import Settings
+from recheck.shared.views.status import shown_key
+
+
+def act(settings: Settings, args: argparse.Namespace) -> int:
+    """now, pause, resume or release: exit 0, or 1 naming the ids the table does not have."""
+    client = Client(settings=one_workload(settings, args))
+    try:
+        acted = getattr(client, args.command)(args.ids)
+    except ValueError as error:  # an id the key column cannot hold
+        print(f"recheck {args.command}: {error}", file=sys.stderr)
+        return 2
+    finally:
+        client.close()
+    shown = ", ".join(str(shown_key(key)) for key in acted.done) or "none"
+    print(f"{DONE[args.command]}: {shown}")
+    if acted.skipped:
+        skipped = ", ".join(str(shown_key(key)) for key in acted.skipped)
+        print(f"left alone ({LEFT_ALONE[args.command]}): {skipped}")
+    if acted.missing:
+        print(f"recheck {args.command}: no such row: {', '.join(str(shown_key(k)) for k in acted.missing)}",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    return 0
+
+
+DONE = {"now": "due now", "pause": "paused", "resume": "resumed, due now", "release": "released, due now"}
+LEFT_ALONE = {"now": "paused or quarantined", "pause": "quarantined: release them", "resume": "not paused",
+              "release": "not quarantined"}  # fmt: skip
+
+
+def ids_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("ids", nargs="+", metavar="ID", help="ids as the key column holds them (binary: hex)")
+    add_workload(parser, "the workload the rows belong to (needed when there are several)")
+
+
+COMMANDS = [
+    Command("now", "check these rows now, even if due later (one in flight: again right after)", SERVED, act,
+            ids_arguments, epilog="Exit code: 0, or 1 naming ids the table does not have."),
+    Command("pause", "stop checking these rows until resumed (kept in MySQL: survives any restart)", SERVED,
+            act, ids_arguments, epilog="Exit code: 0, or 1 naming ids the table does not have."),
+    Command("resume", "check paused rows again, starting now", SERVED, act, ids_arguments,
+            epilog="Exit code: 0, or 1 naming ids the table does not have."),
+    Command("release", "put quarantined rows back into rotation (due now)", SERVED, act, ids_arguments,
+            epilog="Exit code: 0, or 1 naming ids the table does not have."),
+]  # fmt: skip

@@ -1,0 +1,105 @@
+"""The application's actions on rows: check now, pause, resume, release.
+
+Used by `recheck.Client`, the commands of the same names and the dashboard. Each changes only
+recheck's due column, in MySQL (the source of truth: a pause survives every restart and the loss
+of Redis), then asks the dispatcher through Redis to read the rows at once, so that `now` takes
+effect within a poll, also for a row in flight (checked again right after: dispatch.lua). With
+Redis away the keyset cursor finds rows made due now anyway (their due time is ahead of it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from recheck.shared.mysql.rows import Rows
+from recheck.shared.redis.connection import REDIS_DOWN
+from recheck.shared.redis.store import Store
+
+ACTIONS = ("now", "pause", "resume", "release")  # what the command line and the dashboard offer
+
+
+@dataclass(frozen=True)
+class Acted:
+    """What an action did: the rows it applied to, the ids the table does not have, and the rows
+    it left alone because of their state (`now`: paused or quarantined; `pause`: quarantined;
+    `resume`: not paused; `release`: not quarantined). Rows as their keys are stored."""
+
+    done: list
+    missing: list
+    skipped: list
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing
+
+
+class Actions:
+    def __init__(self, rows: Rows, store: Callable[[], Store]):
+        """store: gives the workload's Store when an action needs Redis (opened lazily)."""
+        self.rows = rows
+        self.store = store
+
+    def now(self, ids: Iterable) -> Acted:
+        """Check these rows within a poll, even if due in an hour; a row in flight is checked
+        again right after (the running check's write is fenced out). Paused and quarantined
+        rows are left alone."""
+        found, missing = self._existing(ids)
+        active = [key for key, (paused, quarantined) in found.items() if not (paused or quarantined)]
+        self.rows.mark_now(active)
+        self._ask(active)
+        return Acted(active, missing, [key for key in found if key not in active])
+
+    def pause(self, ids: Iterable) -> Acted:
+        """Never dispatched until resumed; a check in flight meanwhile is fenced out. Costs
+        nothing per poll and lives in MySQL (a parked due time), so it survives restarts and the
+        loss of Redis. Quarantined rows stay so (release them)."""
+        found, missing = self._existing(ids)
+        pausable = [key for key, (_, quarantined) in found.items() if not quarantined]
+        self.rows.pause(pausable)
+        return Acted(pausable, missing, [key for key in found if key not in pausable])
+
+    def resume(self, ids: Iterable) -> Acted:
+        """Paused rows due now."""
+        found, missing = self._existing(ids)
+        paused = [key for key, (was_paused, _) in found.items() if was_paused]
+        self.rows.resume(paused)
+        self._ask(paused)
+        return Acted(paused, missing, [key for key in found if key not in paused])
+
+    def release(self, ids: Iterable) -> Acted:
+        """Quarantined rows back into rotation, due now (their reclaim counts start again)."""
+        found, missing = self._existing(ids)
+        quarantined = [key for key, (_, was_quarantined) in found.items() if was_quarantined]
+        self.rows.release(quarantined)
+        if quarantined:
+            with contextlib.suppress(*REDIS_DOWN):
+                self.store().forget_reclaims([self.rows.keys.encode(key) for key in quarantined])
+        self._ask(quarantined)
+        return Acted(quarantined, missing, [key for key in found if key not in quarantined])
+
+    def key(self, row_id):
+        """An id as the application holds it (int, str, bytes), or as text (a binary key in
+        hex); ValueError for one the key column cannot hold."""
+        return self.rows.keys.from_text(row_id) if isinstance(row_id, str) else row_id
+
+    def _existing(self, ids: Iterable) -> tuple[dict, list]:
+        """(key as stored -> (paused, quarantined), the ids the table does not have). Text ids
+        are matched as the key column's collation matches them (MySQL answers)."""
+        wanted = [self.key(row_id) for row_id in ids]
+        found = self.rows.key_states(wanted)
+        folded = {fold(key) for key in found}
+        missing = [key for key in wanted if key not in found and fold(key) not in folded]
+        return found, missing
+
+    def _ask(self, keys: list) -> None:
+        if keys:
+            with contextlib.suppress(*REDIS_DOWN):  # the keyset cursor finds them anyway
+                self.store().ask([self.rows.keys.encode(key) for key in keys])
+
+
+def fold(key):
+    """A text key as a case-insensitive, pad-space collation compares it: a good enough guess to
+    tell which ids were missing (the rows themselves are found by MySQL)."""
+    return key.casefold().rstrip(" ") if isinstance(key, str) else key

@@ -1,0 +1,464 @@
+-- Every SQL statement recheck runs, by name. Read by sql.py.
+--
+-- {table}, {id}, {due}, {checked}, {result}, {count}, {fails}, {error}, {due_index} and
+-- {database} are identifiers from the configuration, validated as plain identifiers and quoted
+-- with backticks before they are put here. The key fragments come from the id column's own type
+-- (read from the table, see keytypes.py): {key_column} reads a JSON batch's key,
+-- {key_match} turns it into a value of the id column's type (its character set and collation
+-- for text keys, so the primary key index is used), {key_out} prints a key for a queue entry.
+-- {row_interval_us} is the workload's interval in microseconds, or the row's own interval
+-- column's, kept within min_interval and max_interval; {next_due_us} and {retry_due_us} are the
+-- next due times a write-back sets, jittered (sql.py renders them); {check_columns} the columns
+-- a check asked for (`columns`).
+-- Data only ever travels as %(name)s parameters.
+--
+-- Portability: every statement runs unchanged on MySQL 8.0+ and MariaDB 10.6+. No RETURNING,
+-- no VALUES ROW(...) (MySQL only), no VALUES (...) table constructor (MariaDB only). JSON_TABLE
+-- exists in both (MySQL 8.0.4, MariaDB 10.6) and turns one JSON parameter into a derived table,
+-- which is how a whole batch is written in one statement.
+--
+-- Due times cross the wire as integer milliseconds after 1970-01-01 00:00:00 of the DATETIME
+-- value itself: TIMESTAMPDIFF/INTERVAL arithmetic on DATETIME applies no time zone, so the
+-- value a worker fences on is exactly the value the dispatcher read.
+
+-- name: db_now
+-- The database clock. Due decisions use it, never a host clock.
+SELECT NOW(3)
+
+-- name: db_clock
+-- The database clock twice: as the DATETIME value due times are compared with (session time
+-- zone), and as Unix seconds (UNIX_TIMESTAMP undoes the session time zone), which error groups
+-- are stamped with, so every worker stamps on one clock whatever its host's says.
+SELECT NOW(3), UNIX_TIMESTAMP(NOW(3))
+
+-- name: due_page
+-- The next page of rows due at least %(lateness_us)s ago, after the keyset cursor and up to
+-- (before_due, before_id) included, oldest first, as ONE string of queue entries
+-- "id:due_ms id:due_ms ...": one row to send and to parse instead of thousands (measured: 4.9
+-- -> 1.6 us of CPU per row in all). The session sets group_concat_max_len high enough for the largest page (see db.py).
+-- The keyset is spelled out as `due > x OR (due = x AND id > y)`: with a row constructor
+-- `(due, id) > (x, y)` MariaDB and MySQL may range-scan on the first column only, which rereads
+-- every row sharing one due time (a bulk import) on every poll: O(backlog), not O(batch).
+-- GROUP_CONCAT keeps its own ORDER BY: the cursor is taken from the last entry.
+-- A NULL after_id (before_id) stands for "before (after) every key": the first and last pages
+-- of a pass, for keys of any type.
+SELECT GROUP_CONCAT(page.entry ORDER BY page.due, page.row_id SEPARATOR ' ')
+FROM (
+    SELECT CONCAT({key_out}, ':', TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', {due}) DIV 1000)
+               AS entry,
+           {due} AS due, {id} AS row_id
+    FROM {table}
+    WHERE {due} <= NOW(3) - INTERVAL %(lateness_us)s MICROSECOND
+      AND ({due} < %(before_due)s OR ({due} = %(before_due)s AND (%(before_id)s IS NULL OR {id} <= %(before_id)s)))
+      AND ({due} > %(after_due)s OR ({due} = %(after_due)s AND (%(after_id)s IS NULL OR {id} > %(after_id)s)))
+    ORDER BY {due}, {id}
+    LIMIT %(limit)s
+) AS page
+
+-- name: write_success
+-- Results of one batch, fenced: a row is written only if it still has the due time it was
+-- dispatched with, so a late or duplicate worker touches 0 rows. NOW(3) is the statement's
+-- start time on both servers, so checked_at and the next due time agree. A row's next due time
+-- is its check's Recheck(after=...) (after_us, already clamped) or else its interval, up to
+-- `jitter` of it earlier ({next_due_us}).
+UPDATE {table} AS t
+JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
+        {key_column},
+        due_ms BIGINT PATH '$[1]',
+        result VARCHAR(1024) PATH '$[2]',
+        after_us BIGINT PATH '$[3]')) AS v
+  ON t.{id} = {key_match}
+ AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
+SET t.{result} = v.result,
+    t.{checked} = NOW(3),
+    t.{due} = NOW(3) + INTERVAL {next_due_us} MICROSECOND,
+    t.{count} = t.{count} + 1,
+    t.{fails} = 0,
+    t.{error} = NULL
+
+-- name: lock_unlocked
+-- The rows of a batch that nobody else has locked, locked now (inside the write-back's own
+-- transaction): the way around an application transaction holding a row for longer than
+-- recheck's lock wait. SKIP LOCKED exists in MySQL 8.0 and MariaDB 10.6. The rows it skips are
+-- left for a later cycle; the write-back that follows touches only the rows locked here.
+SELECT t.{id}
+FROM {table} AS t
+JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS ({key_column})) AS v ON t.{id} = {key_match}
+FOR UPDATE SKIP LOCKED
+
+-- name: check_rows
+-- The columns a check asked for (`columns`), for a whole take in ONE statement by primary key;
+-- a row deleted since its dispatch is simply not there.
+SELECT t.{id}, {check_columns}
+FROM {table} AS t
+JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS ({key_column})) AS v ON t.{id} = {key_match}
+
+-- name: changes_read
+-- The change feed (`changes = true`): a batch's rows as they are before its write-back, read in
+-- the SAME transaction and locked (FOR UPDATE) so that the old values are the ones the writes
+-- replace. Fenced like the writes: a retried or late write finds the due time moved and reads
+-- nothing, so it records nothing. n is the row's place in the batch (1-based).
+SELECT v.n, t.{result}, t.{fails}
+FROM {table} AS t
+JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
+        n FOR ORDINALITY,
+        {key_column},
+        due_ms BIGINT PATH '$[1]')) AS v
+  ON t.{id} = {key_match}
+ AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
+FOR UPDATE
+
+-- name: record_changes
+-- The transitions of one write-back, last in its transaction (positions are taken just before
+-- the commit, so write-backs commit nearly in position order). A multi-row VALUES list, one
+-- group per transition (rows.py repeats the group): the number of rows is known, so neither
+-- MySQL 8 nor MariaDB reserves spare auto-increment values, and positions have no gaps except
+-- where a transaction rolled back.
+INSERT INTO recheck_changes (workload, row_key, at, old_result, new_result, old_failing, new_failing, error)
+VALUES (%s, %s, NOW(3), %s, %s, %s, %s, %s)
+
+-- name: changes_after
+-- The feed from a position on (positions only grow: a reader resumes where it stopped).
+SELECT pos, row_key, at, old_result, new_result, old_failing, new_failing, error
+FROM recheck_changes
+WHERE workload = %(workload)s AND pos > %(after)s
+ORDER BY pos
+LIMIT %(limit)s
+
+-- name: changes_at
+-- Late changes: positions a reader saw skipped (a write-back that committed after a later one).
+SELECT pos, row_key, at, old_result, new_result, old_failing, new_failing, error
+FROM recheck_changes
+WHERE workload = %(workload)s AND pos IN %(positions)s
+
+-- name: changes_span
+-- The oldest and newest position kept (0, 0 when empty).
+SELECT COALESCE(MIN(pos), 0), COALESCE(MAX(pos), 0) FROM recheck_changes WHERE workload = %(workload)s
+
+-- name: changes_trim
+-- Keep the newest changes_keep of a workload's changes: the oldest go, a chunk at a time
+-- (DELETE ... ORDER BY ... LIMIT runs on both MySQL 8 and MariaDB).
+DELETE FROM recheck_changes
+WHERE workload = %(workload)s AND pos <= %(upto)s
+ORDER BY pos
+LIMIT %(limit)s
+
+-- name: writable
+-- Whether the server takes writes: a read-only server refuses any UPDATE before looking at a
+-- row (1290), so this one, which can match nothing, costs nothing otherwise.
+UPDATE {table} SET {due} = {due} WHERE {id} IS NULL
+
+-- name: record_failure
+-- First of two statements for failed rows (same transaction): count the failure, keep the error,
+-- and note the attempt ({checked} is the time of the last attempt, failed or not; the result
+-- column keeps the last successful result). Two statements because MySQL does not promise the
+-- order of assignments in a multi-table UPDATE, and a backoff below depends on the new count.
+UPDATE {table} AS t
+JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
+        {key_column},
+        due_ms BIGINT PATH '$[1]',
+        error VARCHAR(1024) PATH '$[2]')) AS v
+  ON t.{id} = {key_match}
+ AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
+SET t.{fails} = t.{fails} + 1,
+    t.{error} = v.error,
+    t.{checked} = NOW(3)
+
+-- name: schedule_retry
+-- Second statement for failed rows: due again after the row's own interval, as after a success
+-- (a failure keeps the row's rhythm), or with `retry = "backoff"` after retry_base * 2^(failures
+-- - 1), at most retry_max and never later than the row's interval ({retry_due_us}). Counted from
+-- the attempt stamp the first statement wrote, not from this statement's own NOW(3), which may be
+-- a millisecond later.
+UPDATE {table} AS t
+JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
+        {key_column},
+        due_ms BIGINT PATH '$[1]')) AS v
+  ON t.{id} = {key_match}
+ AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
+SET t.{due} = t.{checked} + INTERVAL {retry_due_us} MICROSECOND
+
+-- name: quarantine
+-- Park rows whose check keeps killing workers: a due time in year 9999 is never reached, the
+-- reason goes to the error column. Fenced like a write-back. `recheck release` undoes it.
+UPDATE {table} AS t
+JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
+        {key_column},
+        due_ms BIGINT PATH '$[1]')) AS v
+  ON t.{id} = {key_match}
+ AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
+SET t.{due} = TIMESTAMP'9999-12-31 00:00:00',
+    t.{error} = %(reason)s
+
+-- name: release
+-- Put quarantined rows back: due now, error cleared.
+UPDATE {table}
+SET {due} = NOW(3), {error} = NULL, {fails} = 0
+WHERE {id} IN %(ids)s AND {due} = TIMESTAMP'9999-12-31 00:00:00'
+
+-- Parked rows: a due time in year 9999 is never reached, so the keyset over the due index never
+-- reads them (pausing costs nothing per poll). Quarantined rows are parked at 9999-12-31 00:00,
+-- paused ones at 9999-12-30 00:00; any other due time from 9999-01-01 on (one an application
+-- wrote by hand) counts as paused too.
+
+-- name: key_states
+-- Which of these keys exist, and whether each is paused or quarantined (the application's
+-- actions report the others as missing).
+SELECT {id},
+       {due} >= TIMESTAMP'9999-01-01 00:00:00' AND {due} <> TIMESTAMP'9999-12-31 00:00:00',
+       {due} = TIMESTAMP'9999-12-31 00:00:00'
+FROM {table}
+WHERE {id} IN %(ids)s
+
+-- name: mark_now
+-- `recheck now`: due now, unless paused or quarantined. NOW(3) in recheck's own session (its
+-- time zone); the application's plain SQL for the same is in docs/application-api.md.
+UPDATE {table} SET {due} = NOW(3)
+WHERE {id} IN %(ids)s AND {due} < TIMESTAMP'9999-01-01 00:00:00'
+
+-- name: pause
+-- `recheck pause`: never dispatched until resumed; a check in flight meanwhile is fenced out.
+-- Quarantined rows stay quarantined (`release` is their way back).
+UPDATE {table} SET {due} = TIMESTAMP'9999-12-30 00:00:00'
+WHERE {id} IN %(ids)s AND {due} <> TIMESTAMP'9999-12-31 00:00:00'
+
+-- name: resume
+-- `recheck resume`: paused rows due now.
+UPDATE {table} SET {due} = NOW(3)
+WHERE {id} IN %(ids)s AND {due} >= TIMESTAMP'9999-01-01 00:00:00'
+  AND {due} <> TIMESTAMP'9999-12-31 00:00:00'
+
+-- name: due_entries
+-- Queue entries of these keys' rows that are due (the dispatcher reads the ids the application
+-- asked for `now` at once, instead of waiting for the keyset cursor or the sweep).
+SELECT GROUP_CONCAT(CONCAT({key_out}, ':',
+           TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', {due}) DIV 1000) SEPARATOR ' ')
+FROM {table}
+WHERE {id} IN %(ids)s AND {due} <= NOW(3)
+
+-- name: count_paused
+-- A range of the due index (parked rows sort last): cheap however many rows are due.
+SELECT COUNT(*) FROM {table}
+WHERE {due} >= TIMESTAMP'9999-01-01 00:00:00' AND {due} <> TIMESTAMP'9999-12-31 00:00:00'
+
+-- name: one_row
+-- `recheck inspect`: one row by its key, with the database clock's view of its lateness. The key
+-- comes back as the table holds it: the column's collation may match 'alice' to 'Alice  ', and
+-- Redis knows the row by its stored key.
+SELECT {due}, {checked}, {result}, {count}, {fails}, {error}, NOW(3),
+       TIMESTAMPDIFF(MICROSECOND, {due}, NOW(3)) / 1000000,
+       TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', {due}) DIV 1000,
+       {id}
+FROM {table}
+WHERE {id} = %(id)s
+
+-- name: count_rows
+SELECT COUNT(*) FROM {table}
+
+-- name: freshness_counts
+-- Rows due now and overdue by more than 1 s, from ONE pass over the oldest %(cap)s due entries
+-- of the due index: each count is exactly min(true count, cap), since overdue rows are the
+-- oldest due ones. O(cap) whatever the backlog. NOW(3) is evaluated once per statement (MySQL 8
+-- and MariaDB alike), so the counts agree; the clock comes along (error groups use it).
+SELECT COUNT(*),
+       COALESCE(SUM({due} <= NOW(3) - INTERVAL 1 SECOND), 0),
+       UNIX_TIMESTAMP(NOW(3))
+FROM (
+    SELECT {due} FROM {table}
+    WHERE {due} <= NOW(3)
+    ORDER BY {due}
+    LIMIT %(cap)s) AS due_rows
+
+-- name: overdue_rows
+-- The oldest rows overdue by more than 1 s (at most %(limit)s, through the due index): each one's
+-- due time (ms, as queue entries carry it), how late it is and its own interval (us), so that
+-- status can tell rows in flight with a worker from rows waiting, and judge each row by its own
+-- interval. Parked rows (year 9999) are never due.
+SELECT TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', {due}) DIV 1000,
+       TIMESTAMPDIFF(MICROSECOND, {due}, NOW(3)),
+       {row_interval_us}
+FROM {table}
+WHERE {due} <= NOW(3) - INTERVAL 1 SECOND
+ORDER BY {due}
+LIMIT %(limit)s
+
+-- name: interval_range
+-- The shortest and longest interval of any row (an interval column: a scan of the table, taken
+-- with the slow samples, every 30 s).
+SELECT MIN(row_interval_us), MAX(row_interval_us)
+FROM (SELECT {row_interval_us} AS row_interval_us FROM {table}) AS intervals
+
+-- name: needed_rate
+-- Checks per second the table asks for: one per row per its own interval, paused and
+-- quarantined rows left out. A scan: `recheck config` only.
+SELECT COALESCE(SUM(1000000 / ({row_interval_us})), 0) FROM {table} AS t
+WHERE t.{due} < TIMESTAMP'9999-01-01 00:00:00'
+
+-- name: oldest_lateness
+-- Seconds the most overdue row is past its due time (negative: nothing is due). One index probe.
+SELECT TIMESTAMPDIFF(MICROSECOND, MIN({due}), NOW(3)) / 1000000 FROM {table}
+
+-- name: count_stale
+-- Rows not quarantined whose last completed check is older than %(age_us)s, or never checked.
+-- A full scan (the checked column has no index): for end-of-run summaries, never for loops.
+SELECT COUNT(*) FROM {table}
+WHERE ({checked} IS NULL OR {checked} < NOW(3) - INTERVAL %(age_us)s MICROSECOND)
+  AND {due} < TIMESTAMP'9999-01-01 00:00:00'
+
+-- name: list_failing
+-- Rows whose last check failed, with the error. A scan (fail_count has no index): sampled
+-- every 30 s by the dashboard, never in a loop.
+SELECT {id}, {fails}, {error} FROM {table}
+WHERE {fails} > 0 AND {due} < TIMESTAMP'9999-01-01 00:00:00'
+LIMIT %(limit)s
+
+-- name: count_failing
+-- Rows whose last check failed (not quarantined), counted up to %(cap)s. A scan of the table
+-- (fail_count has no index): `recheck status` and the dashboard's 30 s samples, never a loop.
+SELECT COUNT(*) FROM (
+    SELECT 1 FROM {table}
+    WHERE {fails} > 0 AND {due} < TIMESTAMP'9999-01-01 00:00:00'
+    LIMIT %(cap)s
+) AS failing
+
+-- name: count_quarantined
+SELECT COUNT(*) FROM {table} WHERE {due} = TIMESTAMP'9999-12-31 00:00:00'
+
+-- name: list_quarantined
+SELECT {id}, {error} FROM {table}
+WHERE {due} = TIMESTAMP'9999-12-31 00:00:00'
+ORDER BY {id}
+LIMIT %(limit)s
+
+-- name: server_identity
+-- What a server says it is, to tell two spellings of one server (127.0.0.1 and localhost, a
+-- socket, a DNS alias) from two servers: SHOW VARIABLES needs no privilege and runs on both
+-- MySQL 8 and MariaDB; server_uuid exists on MySQL only (MariaDB then has fewer rows).
+SHOW GLOBAL VARIABLES
+WHERE Variable_name IN ('hostname', 'port', 'datadir', 'server_uuid', 'lower_case_table_names')
+
+-- name: database_exists
+SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %(database)s
+
+-- name: create_database
+CREATE DATABASE IF NOT EXISTS {database} CHARACTER SET utf8mb4
+
+-- name: create_app_user
+-- The least-privilege user of `init-db` (RECHECK_APP_USER). CREATE USER IF NOT EXISTS and
+-- ALTER USER ... IDENTIFIED BY are the same on MySQL 8 and MariaDB; the name and password are
+-- parameters (an account name may be a quoted string). Any host: containers' addresses change.
+CREATE USER IF NOT EXISTS %(user)s@'%%' IDENTIFIED BY %(password)s
+
+-- name: set_app_password
+-- Keeps the password in step with .env when it changes.
+ALTER USER %(user)s@'%%' IDENTIFIED BY %(password)s
+
+-- name: grant_app_user
+-- All the dispatcher, workers, `status` and `release` need: read and update the one table.
+GRANT SELECT, UPDATE ON {database}.{table} TO %(user)s@'%%'
+
+-- name: create_table
+-- recheck's own table (`init-db` makes it only when asked, or for the demo table). The table
+-- comment marks it as recheck's: `seed` writes and truncates only tables that carry it.
+CREATE TABLE IF NOT EXISTS {table} (
+    {id} BIGINT UNSIGNED NOT NULL,
+    {result} VARCHAR(255) NULL COMMENT 'recheck: the last check''s result',
+    {checked} DATETIME(3) NULL COMMENT 'recheck: database time of the last completed check',
+    {due} DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) COMMENT 'recheck: when the row is next due',
+    {count} INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'recheck: completed checks',
+    {fails} INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'recheck: consecutive failed checks',
+    {error} VARCHAR(255) NULL COMMENT 'recheck: the last failure or quarantine reason',
+    PRIMARY KEY ({id}),
+    KEY {due_index} ({due}, {id})
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='made by recheck init-db: demo rows may be seeded here'
+
+-- name: create_changes_table
+-- The change feed's table (workloads with `changes = true`), beside the workload's own table:
+-- append-only, read by position per workload, trimmed to each workload's changes_keep.
+CREATE TABLE IF NOT EXISTS recheck_changes (
+    pos BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+    workload VARCHAR(40) NOT NULL,
+    row_key VARCHAR(1024) NOT NULL,
+    at DATETIME(3) NOT NULL,
+    old_result VARCHAR(1024) NULL,
+    new_result VARCHAR(1024) NULL,
+    old_failing TINYINT(1) NOT NULL,
+    new_failing TINYINT(1) NOT NULL,
+    error VARCHAR(1024) NULL,
+    PRIMARY KEY (pos),
+    KEY recheck_changes_workload (workload, pos)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='recheck: the change feed of workloads with changes = true'
+
+-- name: grant_changes
+-- The least-privilege user writes the feed (workers), reads it (Client.changes, `recheck
+-- changes`) and trims it (the dispatcher).
+GRANT SELECT, INSERT, DELETE ON {database}.recheck_changes TO %(user)s@'%%'
+
+-- name: table_exists
+SELECT COUNT(*) FROM information_schema.TABLES
+WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %(table)s
+
+-- name: table_names
+-- The tables of the database, to suggest the closest one when a configured name is misspelt.
+SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()
+
+-- name: table_comment
+SELECT TABLE_COMMENT FROM information_schema.TABLES
+WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %(table)s
+
+-- name: table_columns
+SELECT COLUMN_NAME, DATA_TYPE, CHARACTER_MAXIMUM_LENGTH, IS_NULLABLE, COLUMN_TYPE, DATETIME_PRECISION,
+       COLUMN_COMMENT, CHARACTER_SET_NAME, COLLATION_NAME
+FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %(table)s
+
+-- name: table_indexes
+SELECT INDEX_NAME, NON_UNIQUE, SEQ_IN_INDEX, COLUMN_NAME
+FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %(table)s
+ORDER BY INDEX_NAME, SEQ_IN_INDEX
+
+-- name: max_id
+SELECT COALESCE(MAX({id}), 0) FROM {table}
+
+-- name: seed_rows
+-- Up to 100,000 rows per statement, generated by the server from a cross join of digit
+-- tables (portable: no sequence engine, no recursive CTE limits). Row k of the whole seed
+-- (k = %(offset)s + n) is due at base + k * spread / total: evenly over one interval.
+INSERT INTO {table} ({id}, {due})
+SELECT %(first)s + n,
+       CAST(%(base)s AS DATETIME(3)) + INTERVAL ((%(offset)s + n) * %(spread_us)s DIV %(total)s) MICROSECOND
+FROM (SELECT d1.d + 10 * d2.d + 100 * d3.d + 1000 * d4.d + 10000 * d5.d AS n
+      FROM (SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4
+      UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) AS d1,
+      (SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4
+      UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) AS d2,
+      (SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4
+      UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) AS d3,
+      (SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4
+      UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) AS d4,
+      (SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4
+      UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) AS d5) AS seq
+WHERE n < %(count)s
+
+-- name: truncate
+TRUNCATE TABLE {table}
+
+-- name: spread_chunk_end
+-- `recheck spread` walks the table in primary-key order, %(limit)s rows per statement: the last
+-- id of the next chunk after %(after)s (NULL: from the first row), or NULL at the end.
+SELECT MAX({id}) FROM (
+    SELECT {id} FROM {table} WHERE (%(after)s IS NULL OR {id} > %(after)s) ORDER BY {id} LIMIT %(limit)s
+) AS chunk
+
+-- name: spread_due
+-- Due times of one chunk spread over one interval from now (each row's own, with an interval
+-- column), by a hash of the id (stable, and even whatever the ids look like), so rows that all
+-- got one due time (a new due column, a bulk import) are not checked in one burst every interval.
+-- Quarantined rows stay parked. A row in flight meanwhile is harmless: its write is fenced out
+-- and the new due time stands.
+UPDATE {table}
+SET {due} = NOW(3) + INTERVAL FLOOR(CRC32({id}) / 4294967296 * {row_interval_us}) MICROSECOND
+WHERE (%(after)s IS NULL OR {id} > %(after)s) AND {id} <= %(last)s
+  AND {due} < TIMESTAMP'9999-01-01 00:00:00'
+

@@ -1,0 +1,286 @@
+"""A workload's table as recheck reads and writes it: one method per thing recheck does with its
+rows, and the only code that knows the statements' placeholders (their text is in queries.sql).
+
+The roles and commands ask for a due page, a write-back's statements, a quarantine, a release,
+freshness facts or one row's story here; the write-back keeps its own policy (halving refused
+batches, lock waits, SKIP LOCKED: workers/writing/writeback.py) and runs the statements it gets
+from here. The table's shape (DDL, information_schema) stays with schema.py.
+
+Statements that carry keys need the id column's own type: it is read from the table the first
+time one is needed (`keys`), so every statement matches keys in the column's own collation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from recheck.shared.config import Workload
+from recheck.shared.mysql.db import Database
+from recheck.shared.mysql.entries import batch_json, sql_datetime
+from recheck.shared.mysql.keytypes import KeyKind
+from recheck.shared.mysql.schema import Table, describe_table
+from recheck.shared.mysql.sql import Queries, interval_params
+
+Statement = tuple[str, dict | list]
+SEED_CHUNK = 100_000  # rows per INSERT ... SELECT (what seed_rows can generate in one statement)
+SPREAD_CHUNK = 5_000  # rows per UPDATE when spreading due times: short transactions on a live table
+
+
+class Rows:
+    def __init__(self, workload: Workload, db: Database):
+        self.workload = workload
+        self.db = db
+        self.queries = Queries(workload)
+        self._table: Table | None = None
+
+    @property
+    def table(self) -> Table:
+        """The id column's kind and the text columns' sizes, read from the table once."""
+        if self._table is None:
+            self._table = describe_table(self.workload, self.db)
+            self.queries = Queries(self.workload, keys=self._table.keys)
+        return self._table
+
+    @property
+    def keys(self) -> KeyKind:
+        return self.table.keys
+
+    # -- the clock --------------------------------------------------------------------------
+    def now(self) -> datetime:
+        """The database clock (due decisions use it, never a host's)."""
+        return self.db.scalar(self.queries.db_now)
+
+    def clock(self) -> tuple[datetime, float]:
+        """The database clock as due times read it, and in Unix seconds."""
+        (now, epoch), *_ = self.db.query(self.queries.db_clock)
+        return now, float(epoch)
+
+    # -- dispatching ------------------------------------------------------------------------
+    def due_page(self, after: tuple, before: tuple, limit: int, lateness_s: float = 0.0) -> list[bytes]:
+        """Queue entries of the rows due at least `lateness_s` ago after the keyset cursor `after`
+        and up to `before` ((due_ms, key) each; a None key: before, or after, every key)."""
+        self.table  # noqa: B018 (the page prints keys as their kind spells them)
+        rows = self.db.query(
+            self.queries.due_page,
+            {
+                "after_due": sql_datetime(after[0]),
+                "after_id": after[1],
+                "before_due": sql_datetime(before[0]),
+                "before_id": before[1],
+                "limit": limit,
+                "lateness_us": round(lateness_s * 1_000_000),
+            },
+        )
+        joined = rows[0][0] if rows else None
+        if not joined:
+            return []
+        return (joined.encode() if isinstance(joined, str) else joined).split(b" ")
+
+    # -- writing back (the statements; workers/writing/writeback.py runs them) -----------------
+    def write_success(self, successes: Sequence[tuple]) -> Statement:
+        """Rows (key, due_ms, result[, after_us]) written as checked, fenced on their due time."""
+        return self.queries.write_success, {"batch": batch_json(successes), **interval_params(self.workload)}
+
+    def write_failures(self, failures: Sequence[tuple]) -> list[Statement]:
+        """Rows (key, due_ms, error) written as failed, then their retry scheduled (two statements:
+        MySQL does not promise the order of a multi-table UPDATE's assignments)."""
+        s = self.workload
+        retry = {
+            "batch": batch_json((key, due_ms) for key, due_ms, _ in failures),
+            "retry_base_ms": round(s.retry_base * 1000),
+            "retry_max_ms": round(s.retry_max * 1000),
+            **interval_params(s),
+        }
+        return [
+            (self.queries.record_failure, {"batch": batch_json(failures)}),
+            (self.queries.schedule_retry, retry),
+        ]
+
+    def read_before_write(self, refs: Sequence[tuple]) -> Statement:
+        """For the change feed: rows (key, due_ms) as they are, locked, fenced like the writes;
+        the statement answers (place in the batch from 1, result, fail count)."""
+        return self.queries.changes_read, {"batch": batch_json(refs)}
+
+    def record_changes(self, records: Sequence[tuple]) -> Statement:
+        """The change feed's rows (key as text, old, new, old_failing, new_failing, error): one
+        INSERT with a VALUES group per record."""
+        head, group = self.queries.record_changes.rsplit("VALUES", 1)
+        sql = head + "VALUES " + ", ".join([group.strip()] * len(records))
+        name = self.workload.name
+        return sql, [value for record in records for value in (name, *record)]
+
+    def lock_unlocked(self, refs: Sequence) -> Statement:
+        """Lock the rows of these keys that nobody else holds (inside the caller's transaction);
+        the statement returns their keys."""
+        return self.queries.lock_unlocked, {"batch": batch_json((ref,) for ref in refs)}
+
+    def check_rows(self, refs: Sequence) -> dict:
+        """key -> the values of the check's `columns`, for the rows of these keys (one statement)."""
+        args = {"batch": batch_json((ref,) for ref in refs)}
+        return {row[0]: row[1:] for row in self.db.query(self.queries.check_rows, args)}
+
+    def probe_writable(self) -> None:
+        """Raise DatabaseDown (or DatabaseRefused) unless MySQL takes writes right now."""
+        self.db.execute(self.queries.writable)
+
+    # -- recovery and operators' actions --------------------------------------------------------
+    def quarantine(self, parked: Sequence[tuple], reason: str) -> int:
+        """Park rows (key, due_ms), fenced like a write-back; how many were parked."""
+        return self.db.execute(self.queries.quarantine, {"batch": batch_json(parked), "reason": reason})
+
+    def release(self, keys: Sequence) -> int:
+        """Put quarantined rows back into rotation, due now; how many were quarantined."""
+        return self.db.execute(self.queries.release, {"ids": tuple(keys)})
+
+    # -- the application's actions: now, pause, resume ---------------------------------------------
+    def key_states(self, keys: Sequence) -> dict:
+        """key as stored -> (paused, quarantined), for the keys that exist."""
+        if not keys:
+            return {}
+        rows = self.db.query(self.queries.key_states, {"ids": tuple(keys)})
+        return {key: (bool(paused), bool(quarantined)) for key, paused, quarantined in rows}
+
+    def mark_now(self, keys: Sequence) -> int:
+        """Due now (not paused or quarantined rows); how many rows that touched."""
+        return self.db.execute(self.queries.mark_now, {"ids": tuple(keys)}) if keys else 0
+
+    def pause(self, keys: Sequence) -> int:
+        return self.db.execute(self.queries.pause, {"ids": tuple(keys)}) if keys else 0
+
+    def resume(self, keys: Sequence) -> int:
+        return self.db.execute(self.queries.resume, {"ids": tuple(keys)}) if keys else 0
+
+    def due_entries(self, keys: Sequence) -> list[bytes]:
+        """Queue entries of these keys' rows that are due now."""
+        self.table  # noqa: B018 (entries print keys as their kind spells them)
+        joined = self.db.scalar(self.queries.due_entries, {"ids": tuple(keys)}) if keys else None
+        if not joined:
+            return []
+        return (joined.encode() if isinstance(joined, str) else joined).split(b" ")
+
+    # -- the change feed ------------------------------------------------------------------------
+    def changes_after(self, after: int, limit: int) -> list[tuple]:
+        """(pos, key, at, old, new, old_failing, new_failing, error) after position `after`."""
+        args = {"workload": self.workload.name, "after": after, "limit": limit}
+        return list(self.db.query(self.queries.changes_after, args))
+
+    def changes_at(self, positions: Sequence[int]) -> list[tuple]:
+        """The changes at these positions (those that exist), as changes_after answers."""
+        args = {"workload": self.workload.name, "positions": tuple(positions)}
+        return list(self.db.query(self.queries.changes_at, args)) if positions else []
+
+    def changes_span(self) -> tuple[int, int]:
+        """(oldest, newest) position kept; (0, 0) when the feed is empty."""
+        oldest, newest = self.db.query(self.queries.changes_span, {"workload": self.workload.name})[0]
+        return int(oldest), int(newest)
+
+    def trim_changes(self, keep: int, chunk: int = 10_000) -> int:
+        """Drop all but the newest `keep` changes of this workload; how many went."""
+        upto = self.changes_span()[1] - keep
+        dropped = 0
+        while upto > 0:
+            gone = self.db.execute(self.queries.changes_trim, {"workload": self.workload.name, "upto": upto,
+                                                               "limit": chunk})  # fmt: skip
+            dropped += gone
+            if gone < chunk:
+                break
+        return dropped
+
+    # -- what status, the dashboard and `inspect` read ------------------------------------------
+    def one_row(self, key) -> tuple | None:
+        """(due, checked, result, count, fails, error, now, late_s, due_ms, key as stored)."""
+        rows = self.db.query(self.queries.one_row, {"id": key})
+        return rows[0] if rows else None
+
+    def freshness(self, cap: int) -> tuple[int, int, float]:
+        """(due now, overdue by more than 1 s, database clock in Unix seconds), each count exactly
+        min(true count, cap), from one pass over the due index."""
+        (due_now, overdue_1s, epoch), *_ = self.db.query(self.queries.freshness_counts, {"cap": cap})
+        return int(due_now), int(overdue_1s), float(epoch)
+
+    def overdue_rows(self, limit: int) -> list[tuple[int, int, int]]:
+        """(due_ms, late_us, own interval_us) of the oldest rows overdue by more than 1 s."""
+        args = {"limit": limit, **interval_params(self.workload)}
+        return [
+            (int(d), int(late), int(every))
+            for d, late, every in self.db.query(self.queries.overdue_rows, args)
+        ]
+
+    def interval_range(self) -> tuple[float, float]:
+        """The shortest and longest interval of any row, in seconds (a scan with an interval
+        column; the workload's interval without one)."""
+        if not self.workload.interval_column:
+            return self.workload.interval, self.workload.interval
+        low, high = self.db.query(self.queries.interval_range, interval_params(self.workload))[0]
+        if low is None:  # an empty table
+            return self.workload.interval, self.workload.interval
+        return float(low) / 1e6, float(high) / 1e6
+
+    def needed_rate(self) -> float:
+        """Checks per second the table's rows ask for (a scan)."""
+        return float(self.db.scalar(self.queries.needed_rate, interval_params(self.workload)))
+
+    def oldest_lateness(self) -> float:
+        """Seconds the most overdue row is past its due time (0 if nothing is due)."""
+        oldest = self.db.scalar(self.queries.oldest_lateness)
+        return max(float(oldest), 0.0) if oldest is not None else 0.0
+
+    def count(self) -> int:
+        return int(self.db.scalar(self.queries.count_rows))
+
+    def count_paused(self) -> int:
+        return int(self.db.scalar(self.queries.count_paused))
+
+    def count_quarantined(self) -> int:
+        return int(self.db.scalar(self.queries.count_quarantined))
+
+    def quarantined(self, limit: int) -> list[tuple]:
+        """(key, reason) of quarantined rows."""
+        return list(self.db.query(self.queries.list_quarantined, {"limit": limit}))
+
+    def count_failing(self, cap: int) -> int:
+        return int(self.db.scalar(self.queries.count_failing, {"cap": cap}))
+
+    def failing(self, limit: int) -> list[tuple]:
+        """(key, failures in a row, last error) of rows whose last check failed."""
+        return list(self.db.query(self.queries.list_failing, {"limit": limit}))
+
+    def count_stale(self, age_s: float) -> int:
+        """Rows (not quarantined) not checked within the last `age_s` seconds: a full scan."""
+        return int(self.db.scalar(self.queries.count_stale, {"age_us": round(age_s * 1_000_000)}))
+
+    # -- demo rows and spreading due times ------------------------------------------------------
+    def seed(self, rows: int, *, due_now: bool, truncate: bool, start_in_s: float, progress=None):
+        """Insert `rows` rows after the highest id, due over one interval (or all now); returns
+        (first id, last id)."""
+        if truncate:
+            self.db.execute(self.queries.truncate)
+        first = int(self.db.scalar(self.queries.max_id)) + 1
+        base = self.now() + timedelta(seconds=start_in_s)  # the database clock, read once
+        spread_us = 0 if due_now else round(self.workload.interval * 1_000_000)
+        done = 0
+        while done < rows:
+            count = min(SEED_CHUNK, rows - done)
+            args = {"first": first + done, "base": base, "offset": done, "spread_us": spread_us}
+            self.db.execute(self.queries.seed_rows, {**args, "total": rows, "count": count})
+            done += count
+            if progress:
+                progress(done, rows)
+        return first, first + rows - 1
+
+    def spread(self, progress=None) -> int:
+        """Spread every row's due time over one interval from now (each row's own, with an
+        interval column), in short primary-key chunks; how many rows were updated."""
+        total = self.count()
+        after, done = None, 0
+        while True:
+            last = self.db.scalar(self.queries.spread_chunk_end, {"after": after, "limit": SPREAD_CHUNK})
+            if last is None:
+                break
+            args = {"after": after, "last": last, **interval_params(self.workload)}
+            done += self.db.execute(self.queries.spread_due, args)
+            after = last
+            if progress and total:
+                progress(min(done, total), total)
+        return done

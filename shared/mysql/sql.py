@@ -1,0 +1,124 @@
+"""Load a package's queries.sql and render it for the configured table and columns.
+
+shared/queries.sql holds every statement the product runs; bench/queries.sql the benchmark's
+own (read through the same code, so they are rendered and quoted alike).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+
+from recheck.shared.config import Workload
+from recheck.shared.mysql.keytypes import INT_KEYS, KeyKind
+
+_NAME_LINE = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+
+
+@cache
+def raw_queries(package: str = "recheck.shared.mysql") -> dict[str, str]:
+    """name -> statement template, comments dropped."""
+    text = resources.files(package).joinpath("queries.sql").read_text()
+    parts = _NAME_LINE.split(text)
+    queries = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        lines = [line for line in body.splitlines() if line.strip() and not line.lstrip().startswith("--")]
+        queries[name] = "\n".join(lines)
+    return queries
+
+
+def quote(identifier: str) -> str:
+    # Identifiers were validated by Workload (letters, digits, underscore), so backticks suffice.
+    return f"`{identifier}`"
+
+
+# Statements that carry a batch of keys need the id column's own type (schema.describe_table):
+# without it they fail loudly instead of converting every key.
+UNKNOWN_KEYS = "KEY_KIND_NOT_READ_FROM_THE_TABLE"
+
+
+def row_interval_us(workload: Workload, alias: str = "t.") -> str:
+    """The SQL for a row's interval in microseconds: the workload's interval, or the row's own
+    interval column (NULL: the workload's), kept within [min_interval, max_interval].
+
+    The column is clamped in seconds BEFORE any arithmetic, against DOUBLE parameters (PyMySQL
+    writes floats as DOUBLE literals), so no value it can hold (a BIGINT "never" of 2^63 - 1, a
+    DOUBLE of 1e308, a negative, NULL) can overflow and fail the write-back (MySQL error 1690)."""
+    if not workload.interval_column:
+        return "%(interval_us)s"
+    row = f"{alias}{quote(workload.interval_column)}"
+    clamped = f"LEAST(GREATEST(COALESCE({row}, %(interval_s)s), %(min_interval_s)s), %(max_interval_s)s)"
+    return f"ROUND({clamped} * 1000000)"
+
+
+def jittered_us(interval_us: str, seed: str) -> str:
+    """An interval up to %(jitter)s of itself shorter, by a hash of `seed` (the row's key and the
+    due time being written: another share every cycle, the same on a retried write; CRC32 is the
+    same on MySQL and MariaDB, and a replica computes what the primary did), and never shorter
+    than min_interval: rows that came due together spread out again by themselves."""
+    share = f"CRC32({seed}) / 4294967296"
+    return f"GREATEST(%(min_interval_us)s, ROUND(({interval_us}) * (1 - %(jitter)s * {share})))"
+
+
+def interval_params(workload: Workload) -> dict[str, float | int]:
+    """The parameters row_interval_us() and jittered_us() refer to."""
+    return {
+        "interval_us": round(workload.interval * 1_000_000),
+        "interval_s": float(workload.interval),
+        "min_interval_s": float(workload.min_interval),
+        "max_interval_s": float(workload.max_interval),
+        "min_interval_us": round(workload.min_interval * 1_000_000),
+        "jitter": float(workload.jitter),
+    }
+
+
+def due_expressions(workload: Workload) -> dict[str, str]:
+    """The write-backs' next due times, in microseconds from now: {next_due_us} after a success
+    (the check's Recheck(after=), already clamped, or the row's interval), {retry_due_us} after
+    a failure (the row's interval, or with `retry = "backoff"` retry_base doubling with each
+    failure in a row, at most retry_max and never later than the row's interval)."""
+    seed = "CONCAT(v.row_key, ':', v.due_ms)"
+    after_success = jittered_us(f"COALESCE(v.after_us, {row_interval_us(workload)})", seed)
+    after_failure = jittered_us(row_interval_us(workload), seed)
+    if workload.retry == "backoff":
+        backoff = "LEAST(%(retry_max_ms)s, %(retry_base_ms)s << LEAST(GREATEST(t.{fails}, 1) - 1, 40)) * 1000"
+        after_failure = f"LEAST({backoff}, {after_failure})"
+    return {"next_due_us": after_success, "retry_due_us": after_failure}
+
+
+class Queries:
+    """Every statement of a package, ready to execute: ``Queries(workload).due_page``.
+
+    keys: the id column's kind (keytypes.py), for the statements that carry keys."""
+
+    def __init__(
+        self, workload: Workload, package: str = "recheck.shared.mysql", keys: KeyKind | None = None
+    ):
+        names = {
+            "table": workload.table,
+            "id": workload.id_column,
+            "due": workload.due_column,
+            "checked": workload.checked_column,
+            "result": workload.result_column,
+            "count": workload.count_column,
+            "fails": workload.fail_column,
+            "error": workload.error_column,
+            "due_index": "recheck_due",
+            "database": workload.mysql.database,
+        }
+        quoted = {key: quote(value) for key, value in names.items()}
+        quoted["key_column"] = keys.key_column if keys else UNKNOWN_KEYS
+        quoted["key_match"] = keys.key_match if keys else UNKNOWN_KEYS
+        quoted["key_out"] = (keys or INT_KEYS).key_out.format(id=quoted["id"])
+        quoted["row_interval_us"] = row_interval_us(workload, alias="")
+        quoted["check_columns"] = ", ".join(f"t.{quote(c)}" for c in workload.columns) or "NULL"
+        for name, expression in due_expressions(workload).items():
+            quoted[name] = expression.replace("{fails}", quoted["fails"])
+        self._rendered = {name: sql.format_map(quoted) for name, sql in raw_queries(package).items()}
+
+    def __getattr__(self, name: str) -> str:
+        try:
+            return self._rendered[name]
+        except KeyError:
+            raise AttributeError(f"no query named {name!r} in queries.sql") from None

@@ -1,0 +1,82 @@
+"""How every recheck process and command starts: settings, logging, errors as exit codes.
+
+Exit codes: 0 ok, 1 failure (a server unreachable, a table that needs `init-db`), 2 bad
+configuration or usage. The roles' own main() and every `recheck` subcommand go through here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable
+
+import pymysql
+
+from recheck.shared.config import ConfigError, Settings, export_dotenv, load_settings, redact_url
+from recheck.shared.mysql.db import DatabaseDown
+from recheck.shared.mysql.schema import SchemaProblem
+from recheck.shared.process.logs import setup_logging
+from recheck.shared.redis.connection import REDIS_DOWN
+from recheck.shared.workloads import load_workloads
+
+log = logging.getLogger("recheck")
+
+MYSQL_HINTS = {
+    1049: "; check the database in RECHECK_MYSQL_URL (`recheck init-db --create` makes one)",
+    1146: "; check RECHECK_TABLE (`recheck init-db` says what a table needs)",
+    1045: "; check the user and password in RECHECK_MYSQL_URL",
+    1142: "; the MySQL user lacks a privilege recheck needs (see docs/security.md, least-privilege user)",
+}
+
+
+def launch(role: str, body: Callable[[Settings], int], overrides: dict | None = None) -> int:
+    """Load the settings (exit 2 on a bad value), set up logging as `role`, run body(settings)."""
+    settings = load_settings(**(overrides or {}))
+    export_dotenv()  # a check's own settings in .env reach it (and `recheck run`'s children)
+    load_workloads(settings)  # a bad workloads file stops every command the same way: exit 2
+    try:
+        setup_logging(role, settings.log_level, settings.log_format, settings.log_config)
+    except ConfigError as error:
+        print(f"recheck: configuration error: {error}", file=sys.stderr)
+        return 2
+    try:
+        return body(settings)
+    except pymysql.err.MySQLError as error:
+        code = error.args[0] if error.args else None
+        log.error("mysql error %s%s", error, MYSQL_HINTS.get(code, ""))
+        return 1
+    except DatabaseDown as error:
+        log.error("mysql at %s unreachable: %s", redact_url(settings.mysql_url), error)
+        return 1
+    except REDIS_DOWN as error:
+        log.error("redis at %s unreachable: %s", redact_url(settings.redis_url), error)
+        return 1
+    except SchemaProblem as problem:
+        log.error("%s", problem)
+        return 1
+    except ConfigError as error:
+        log.error("%s", error)
+        return 2
+
+
+# Argument types for the command lines of every process: a clear message instead of a traceback.
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+    return value

@@ -1,0 +1,112 @@
+"""Every Redis key recheck uses, built in one place.
+
+All keys of one workload share one hash tag, so they land in the same Redis Cluster slot and
+the Lua scripts (which touch several keys at once) also run on a cluster: ``{prefix}`` for the
+`default` workload (the keys of a deployment without a workloads file, as before workloads
+existed), ``{prefix:NAME}`` for any other, so workloads spread over a cluster's slots. A
+workload with several partitions (shared/partitions.py) has one such set of keys per partition,
+tagged ``{prefix/pN}`` or ``{prefix:NAME/pN}`` ('/' cannot occur in a workload name), so one
+table's work spreads over a cluster's masters too. Partition N of K gets a hash tag whose slot
+lies in the N-th K-th of the 16,384 slots (``{prefix/pN.J}`` with the first J that does): a
+cluster's masters own contiguous slot ranges, so K partitions spread evenly over them, not as
+CRC-16 happens to scatter K names.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+
+from recheck.shared.config import DEFAULT_WORKLOAD, Workload
+
+EVEN_SPREAD_UP_TO = 256  # partitions; beyond, plain names scatter evenly enough (and J is slow to find)
+
+
+@cache
+def partition_tag(name: str, partition: int, partitions: int) -> str:
+    """The hash tag of one partition: in its own share of the slots (see the module's note)."""
+    plain = f"{name}/p{partition}"
+    if partitions > EVEN_SPREAD_UP_TO:
+        return "{" + plain + "}"
+    low = partition * REDIS_CLUSTER_HASH_SLOTS // partitions
+    high = (partition + 1) * REDIS_CLUSTER_HASH_SLOTS // partitions
+    for salt in range(100 * partitions):
+        tag = plain if salt == 0 else f"{plain}.{salt}"
+        if low <= key_slot(tag.encode()) < high:
+            return "{" + tag + "}"
+    return "{" + plain + "}"  # not reached in practice: each try lands in the range with p = 1/K
+
+
+class Keys:
+    @classmethod
+    def of(cls, workload: Workload, partition: int | None = None) -> Keys:
+        """The keys of the workload these workload describe (of one of its partitions, when it
+        has several: partition None is then a mistake)."""
+        if workload.partitions > 1 and partition is None:
+            raise ValueError(f"workload {workload.name} has {workload.partitions} partitions: name one")
+        if workload.partitions == 1:
+            return cls(workload.deployment.key_prefix, workload.name)
+        return cls(workload.deployment.key_prefix, workload.name, partition, workload.partitions)
+
+    @classmethod
+    def every_partition(cls, workload: Workload) -> list[Keys]:
+        """The keys of each of the workload's partitions (one set when it is not partitioned)."""
+        if workload.partitions == 1:
+            return [cls.of(workload)]
+        return [cls.of(workload, p) for p in range(workload.partitions)]
+
+    def __init__(
+        self, prefix: str, workload: str = DEFAULT_WORKLOAD, partition: int | None = None, partitions: int = 1
+    ):
+        name = prefix if workload == DEFAULT_WORKLOAD else f"{prefix}:{workload}"
+        tag = "{" + name + "}" if partition is None else partition_tag(name, partition, partitions)
+        self._tag = tag
+        self.tag = tag
+        self.queue = f"{tag}:queue"  # LIST of "id:due_ms" entries waiting for a worker
+        self.suspects = f"{tag}:suspects"  # LIST of groups of reclaimed entries, each one batch
+        self.inflight = f"{tag}:inflight"  # HASH id -> due_ms of the entry holding it; the dedup set
+        self.workers = f"{tag}:workers"  # SET of registered worker ids
+        self.reclaims = f"{tag}:reclaims"  # HASH id -> times reclaimed from a dead worker
+        self.quarantine = f"{tag}:quarantine"  # HASH id -> reason, until written to MySQL
+        self.stats = f"{tag}:stats"  # HASH of counters (dispatched, checked, failed, ...)
+        self.leader = f"{tag}:leader"  # STRING: the dispatcher holding the lease, with a TTL
+        self.dispatchers = f"{tag}:dispatchers"  # SET of dispatcher ids (for status)
+        self.epoch = f"{tag}:epoch"  # STRING set by the dispatcher; missing = Redis lost its data
+        # A pass rereading rows that may be in flight (the sweep; the dispatcher after a rewind)
+        # holds its guard key; meanwhile acks record what they completed, and pushes skip it.
+        self.sweep_guard = f"{tag}:guard:sweep"  # STRING with a TTL
+        self.dispatch_guard = f"{tag}:guard:dispatch"  # STRING with a TTL
+        self.completed = f"{tag}:completed"  # HASH id -> due_ms completed during a guarded pass
+        self.errors = f"{tag}:errors"  # HASH normalised error -> JSON {count, first, last, examples}
+        self.errors_seen = f"{tag}:errors:seen"  # ZSET normalised error -> last seen (eviction order)
+        self.freshness = f"{tag}:freshness"  # STRING JSON: the latest freshness sample, with a TTL
+        self.writers_freed = f"{tag}:writers:freed"  # LIST: a write slot was given back (waiters block on it)
+        self.asked = f"{tag}:asked"  # LIST of ids asked to be checked now (the dispatcher reads them)
+        self.again = f"{tag}:again"  # HASH id -> 1: asked while in flight, asked again once released
+        self.changed = f"{tag}:changed"  # STREAM: the change feed has news (readers block on it)
+        self.rate = f"{tag}:rate"  # STRING: the rate limit's arrival time, us on the Redis clock (pop.lua)
+        self.running = f"{tag}:running"  # HASH worker -> checks it may be running (max_in_flight)
+
+    def processing(self, worker_id: str) -> str:
+        """SET of entries a worker holds; an ack only counts for entries still in it."""
+        return f"{self._tag}:processing:{worker_id}"
+
+    def landing(self, worker_id: str) -> str:
+        """LIST a blocked worker's BLMOVE delivers into; part of what the worker holds."""
+        return f"{self._tag}:landing:{worker_id}"
+
+    def write_slot(self, number: int) -> str:
+        """STRING: the worker holding write slot `number` (1..RECHECK_WRITE_SLOTS), with a TTL."""
+        return f"{self._tag}:writers:{number}"
+
+    def heartbeat(self, worker_id: str) -> str:
+        """STRING with a short TTL, refreshed while the worker lives; JSON facts for status."""
+        return f"{self._tag}:worker:{worker_id}"
+
+    def dispatcher_heartbeat(self, dispatcher_id: str) -> str:
+        return f"{self._tag}:dispatcher:{dispatcher_id}"
+
+    def all_prefixed(self) -> str:
+        """A SCAN pattern matching every key recheck owns (used by tests and `reset`)."""
+        return f"{self._tag}:*"

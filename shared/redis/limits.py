@@ -1,0 +1,40 @@
+"""A workload's rate_limit and max_in_flight, shared out over its partitions (pure logic).
+
+The limits are kept by pop.lua, in each partition's keys, when a worker takes entries: a take
+is granted as many tokens as it may have in one call (no round trip per id, no polling). A
+partitioned workload's partitions live on different Redis Cluster slots, so each keeps its
+share: rate_limit / K each, and max_in_flight split as evenly as whole checks allow. Ids are
+spread over the partitions by a hash, so each has about 1/K of the work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GRANT_WINDOW = 0.1  # seconds of rate one grant may hand out at most (over all workers)
+
+
+@dataclass(frozen=True)
+class PartLimit:
+    rate: float = 0.0  # checks per second in this partition (0: no limit)
+    burst: int = 1  # the most tokens one grant hands out
+    in_flight: int = 0  # checks running at once in this partition (0: no limit)
+
+    @property
+    def limited(self) -> bool:
+        return self.rate > 0 or self.in_flight > 0
+
+    def args(self) -> list:
+        """What pop.lua takes as ARGV[3..5]."""
+        return [repr(self.rate), self.burst, self.in_flight]
+
+
+NO_LIMIT = PartLimit()
+
+
+def partition_limits(rate_limit: float, max_in_flight: int, partitions: int) -> list[PartLimit]:
+    """Each partition's share of the workload's limits."""
+    rate = rate_limit / partitions
+    burst = max(1, round(rate * GRANT_WINDOW))
+    base, extra = divmod(max_in_flight, partitions)
+    return [PartLimit(rate, burst, base + (index < extra)) for index in range(partitions)]

@@ -1,0 +1,119 @@
+-- ack.lua: a worker is done with entries: release the finished ones, return the untouched ones.
+-- KEYS[1]  processing  SET   entries this worker holds
+-- KEYS[2]  inflight    HASH  id -> due_ms
+-- KEYS[3]  queue       LIST  untouched entries go back to its head
+-- KEYS[4]  stats       HASH  counters
+-- KEYS[5]  reclaims    HASH  id -> times reclaimed (cleared for ids that completed)
+-- KEYS[6]  sweep guard, KEYS[7] dispatch guard   STRING  while either exists, a pass is
+--          rereading rows that may be in flight: record what completes in KEYS[8]
+-- KEYS[8]  completed   HASH  id -> due_ms (expires 30 s after the last record)
+-- KEYS[9]  again       HASH  id -> 1: asked for while in flight (dispatch.lua); released ones
+--          go to KEYS[10], the asked LIST the dispatcher reads, to be checked again at once
+-- ARGV[1]  1 if these entries are everything the worker holds (a batch worker's ack), else 0
+-- ARGV[2]  number of finished entries F (written back, fenced out, malformed, or gone: the row was
+--          deleted since its dispatch)
+-- ARGV[3]  number of deferred entries D (not written: another transaction held the row)
+-- ARGV[4..9] counters to add: checked, failed, stale, malformed, deferred, gone
+-- ARGV[10 .. 9+F] finished entries; ARGV[10+F .. 9+F+D] deferred entries; the rest: untouched
+--          entries, to check again first
+-- Returns  how many finished entries this worker still held.
+-- Fencing: an entry counts only while it is still in this worker's set (a reclaimer may have
+-- taken it), and the id leaves the in-flight set only if it is still in flight for that same
+-- due time, so a paused worker that wakes up late cannot release someone else's work.
+-- Deferred entries leave the in-flight set like finished ones, but are not recorded as
+-- completed: their row still has that due time, and the sweep must be free to dispatch it.
+local FIRST = 10
+local whole = ARGV[1] == '1'
+local n_done, n_deferred = tonumber(ARGV[2]), tonumber(ARGV[3])
+local first_deferred, first_back = FIRST + n_done, FIRST + n_done + n_deferred
+
+-- held[i] for every entry ARGV[i] that this worker still holds; those leave its set.
+local held = {}
+if whole and redis.call('SCARD', KEYS[1]) == #ARGV - FIRST + 1 then
+  -- The usual case: a batch worker acknowledges exactly the batch it holds (it takes no more
+  -- until it acknowledges, so an equal count means the same entries).
+  for i = FIRST, #ARGV do held[i] = true end
+  redis.call('DEL', KEYS[1])
+else
+  for start = FIRST, #ARGV, CHUNK do
+    local stop = math.min(start + CHUNK - 1, #ARGV)
+    local flags = redis.call('SMISMEMBER', KEYS[1], unpack(ARGV, start, stop))
+    local mine = {}
+    for k, f in ipairs(flags) do
+      if f == 1 then
+        held[start + k - 1] = true
+        mine[#mine + 1] = ARGV[start + k - 1]
+      end
+    end
+    if #mine > 0 then redis.call('SREM', KEYS[1], unpack(mine)) end
+  end
+end
+
+-- Release ARGV[from..to] still held and still in flight for their due time; returns how many
+-- were held. `completing`: record them for guarded passes and forgive their reclaims.
+local guarded = redis.call('EXISTS', KEYS[6], KEYS[7]) > 0
+local forgive = redis.call('EXISTS', KEYS[5]) == 1
+local asked_again = redis.call('EXISTS', KEYS[9]) == 1  -- usually not: no lookup per id then
+local function release(from, to, completing)
+  local count = 0
+  for start = from, to, CHUNK do
+    local stop = math.min(start + CHUNK - 1, to)
+    local ids, dues = {}, {}
+    for i = start, stop do
+      if held[i] then
+        count = count + 1
+        local colon = string.find(ARGV[i], ':', 1, true)
+        if colon then  -- a malformed entry has no id: it only leaves the worker's set
+          ids[#ids + 1] = string.sub(ARGV[i], 1, colon - 1)
+          dues[#dues + 1] = string.sub(ARGV[i], colon + 1)
+        end
+      end
+    end
+    local current = #ids > 0 and redis.call('HMGET', KEYS[2], unpack(ids)) or {}
+    local released, pairs_ = {}, {}
+    for k = 1, #ids do
+      if current[k] == dues[k] then
+        released[#released + 1] = ids[k]
+        pairs_[#pairs_ + 1] = ids[k]
+        pairs_[#pairs_ + 1] = dues[k]
+      end
+    end
+    if #released > 0 then
+      redis.call('HDEL', KEYS[2], unpack(released))
+      if asked_again then
+        local flags = redis.call('HMGET', KEYS[9], unpack(released))
+        for k, flag in ipairs(flags) do
+          if flag then
+            redis.call('HDEL', KEYS[9], released[k])
+            redis.call('RPUSH', KEYS[10], released[k])
+          end
+        end
+      end
+      if completing and forgive then redis.call('HDEL', KEYS[5], unpack(released)) end
+      if completing and guarded then
+        redis.call('HSET', KEYS[8], unpack(pairs_))
+        redis.call('PEXPIRE', KEYS[8], 30000)
+      end
+    end
+  end
+  return count
+end
+
+local finished = release(FIRST, first_deferred - 1, true)
+release(first_deferred, first_back - 1, false)
+
+local returned = 0
+for i = #ARGV, first_back, -1 do
+  if held[i] then
+    redis.call('LPUSH', KEYS[3], ARGV[i])
+    returned = returned + 1
+  end
+end
+
+local names = {'checked', 'failed', 'stale', 'malformed', 'deferred', 'gone'}
+for i, name in ipairs(names) do
+  local n = tonumber(ARGV[3 + i])
+  if n > 0 then redis.call('HINCRBY', KEYS[4], name, n) end
+end
+if returned > 0 then redis.call('HINCRBY', KEYS[4], 'returned', returned) end
+return finished

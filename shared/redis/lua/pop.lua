@@ -1,0 +1,95 @@
+-- pop.lua: a worker takes a batch into the set of entries it holds, within the workload's limits.
+-- KEYS[1]  queue       LIST  entries waiting
+-- KEYS[2]  suspects    LIST  groups of reclaimed entries ("e1 e2 ..."), see reclaim.lua; a group
+--                            is taken alone, as one batch, before anything from the queue
+-- KEYS[3]  processing  SET   entries this worker holds
+-- KEYS[4]  landing     LIST  where this worker's blocking BLMOVE delivered (held, too)
+-- KEYS[5]  rate        STRING  the rate limit's "theoretical arrival time" (GCRA), microseconds
+--                            on the Redis clock: tokens are the time it runs ahead of now
+-- KEYS[6]  running     HASH  worker -> checks it may be running (max_in_flight's count)
+-- KEYS[7]  workers     SET   registered workers (a grant's fair share divides by them)
+-- ARGV[1]  how many entries at most (0: only move what landed, e.g. at shutdown)
+-- ARGV[2]  1: take no reclaimed group (the caller is filling a batch it has begun elsewhere,
+--          another partition of the workload: a group must stay alone in its batch)
+-- ARGV[3]  rate_limit's share of this partition, checks per second (0: no limit)
+-- ARGV[4]  burst: the most tokens one grant hands out over all workers (about 0.1 s of rate)
+-- ARGV[5]  max_in_flight's share of this partition (0: no limit)
+-- ARGV[6]  this worker's id; ARGV[7] checks it is running right now (entries it still holds
+--          whose check ended do not count: its write-back is not a call to the provider)
+-- Returns  {suspect (1 if this is a reclaimed group), {entries...}, groups still waiting,
+--          wait: 0 if the limits did not stop this take, else milliseconds until tokens are
+--          due (the rate limit), or -1 (max_in_flight: wait until checks end)}
+--
+-- The rate limit is a generic cell rate algorithm on the Redis clock (one clock for every
+-- host): each entry taken moves the arrival time 1/rate on; a take may run up to `burst`
+-- tokens ahead of now. Over any window of T seconds, at most rate * T + burst entries are
+-- taken. Entries that landed through a blocking wait, and reclaimed groups, are counted too (the
+-- arrival time may then run further ahead: later takes wait that much longer). A worker that
+-- dies holding entries took their tokens; nothing is given back, so nothing can leak. If Redis
+-- loses its data, the limits start over.
+local limit = tonumber(ARGV[1])
+local rate, burst, most = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local worker, running = ARGV[6], tonumber(ARGV[7])
+local taken = redis.call('LRANGE', KEYS[4], 0, -1)
+if #taken > 0 then redis.call('DEL', KEYS[4]) end
+
+-- How many entries the limits allow this take (beyond what landed), and why not more.
+local allowed, wait = math.max(limit - #taken, 0), 0  -- what landed is part of the take
+local now, arrival, ahead = 0, 0, 0
+if rate > 0 then
+  local clock = redis.call('TIME')
+  now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+  arrival = math.max(tonumber(redis.call('GET', KEYS[5]) or 0), now)
+  ahead = burst * 1000000 / rate  -- how far ahead of now the arrival time may run
+end
+if (rate > 0 or most > 0) and allowed > 0 then
+  local sharers = math.max(redis.call('SCARD', KEYS[7]), 1)
+  if rate > 0 then
+    local share = math.max(math.ceil(burst / sharers), 1)
+    local tokens = math.floor((now + ahead - arrival) * rate / 1000000) - #taken
+    allowed = math.min(allowed, math.max(tokens, 0), share)
+    if allowed == 0 then
+      local want = math.min(limit, share)
+      wait = math.max(math.ceil((arrival + want * 1000000 / rate - ahead - now) / 1000), 1)
+    end
+  end
+  if most > 0 then
+    local others = 0
+    local counts = redis.call('HGETALL', KEYS[6])
+    for i = 1, #counts, 2 do
+      if counts[i] ~= worker then others = others + tonumber(counts[i + 1]) end
+    end
+    local mine = math.max(math.ceil(most / sharers), 1)  -- no worker keeps the others out
+    local room = math.min(most - others, mine) - running - #taken
+    if room <= 0 and allowed > 0 then wait = -1 end
+    allowed = math.max(math.min(allowed, room), 0)
+  end
+end
+
+local suspect = 0
+if #taken == 0 and allowed > 0 and ARGV[2] ~= '1' then
+  local group = redis.call('LPOP', KEYS[2])
+  if group then
+    for entry in string.gmatch(group, '%S+') do taken[#taken + 1] = entry end
+    suspect = 1
+  end
+end
+if suspect == 0 and allowed > 0 then
+  local more = redis.call('LPOP', KEYS[1], allowed)
+  if more then
+    for _, entry in ipairs(more) do taken[#taken + 1] = entry end
+  end
+end
+if #taken > 0 then chunked('SADD', KEYS[3], taken) end
+if rate > 0 and #taken > 0 then
+  arrival = arrival + #taken * 1000000 / rate
+  redis.call('SET', KEYS[5], string.format('%.0f', arrival), 'PX', math.ceil((arrival - now + ahead) / 1000) + 1000)
+end
+if most > 0 then
+  if running + #taken > 0 then
+    redis.call('HSET', KEYS[6], worker, running + #taken)
+  else
+    redis.call('HDEL', KEYS[6], worker)
+  end
+end
+return {suspect, taken, redis.call('LLEN', KEYS[2]), wait}

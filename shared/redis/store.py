@@ -1,0 +1,583 @@
+"""recheck's state in Redis: every script call and every plain read or write of its keys.
+
+This is the only code that knows the KEYS/ARGV order of the Lua scripts in lua/ (each script's
+header documents it) and which key each operation touches; the roles call methods named for
+what they do. A workload is always K >= 1 partitions (keys.py: each its own set of keys under
+one hash tag, so every script runs on one Redis Cluster node), and every operation is written
+once, over them:
+
+- pushes and acknowledgements go by the id in each entry (partitions.py), one script call per
+  partition touched (a page of 2,000 ids is split, never sent id by id; with K = 1 the split is
+  the list itself);
+- takes visit the partitions in turn, starting one further each time, so no partition is
+  favoured, and fill up from the next partitions when the first has too few;
+- heartbeats and guards go to every partition (each partition's reclaimer and scripts read
+  their own keys); counts and listings are summed; write slots, error groups and the shared
+  freshness sample live in the first partition;
+- the dispatcher's leader lease is every partition's lease: the dispatcher holding the first
+  partition's takes the others, and any other holder of a later partition's gives it up, so a
+  handover never leaves two dispatchers each holding half. Every push still checks its own
+  partition's lease inside its script;
+- the reconciler's jobs (reclaim, quarantine, orphans) work one partition at a time: their
+  methods take the partition's number.
+
+Each script is prefixed with _lib.lua (small helpers) and registered once per client; redis-py
+runs it with EVALSHA and reloads it transparently after a Redis restart empties the cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from functools import cache
+from importlib import resources
+from typing import NamedTuple
+
+import redis
+
+from recheck.shared.config import Workload
+from recheck.shared.redis.keys import Keys
+from recheck.shared.redis.limits import NO_LIMIT, PartLimit, partition_limits
+from recheck.shared.redis.partitions import partition_of, rotation, split_by_partition
+
+DIED_ALONE = 1 << 20  # reclaims count: deaths + DIED_ALONE * deaths alone (reclaim.lua)
+SCRIPT_NAMES = ("dispatch", "pop", "ack", "reclaim", "orphans", "lease", "errors", "writeslot")
+DELETE_CHUNK = 1000
+MAX_ERROR_GROUPS = 50  # distinct error messages kept per workload (errors.lua)
+ERROR_EXAMPLES = 5  # example ids kept per message
+
+
+@cache
+def script_source(name: str) -> str:
+    folder = resources.files("recheck.shared.redis").joinpath("lua")
+    return folder.joinpath("_lib.lua").read_text() + folder.joinpath(f"{name}.lua").read_text()
+
+
+class Pushed(NamedTuple):
+    pushed: int  # ids that were not in flight and went to the queue; -1: not the lease holder
+    depth: int  # queue length afterwards
+    lost: bool  # the epoch key was missing: Redis lost its data before this push
+
+
+class Taken(NamedTuple):
+    suspect: bool  # a group of reclaimed entries, taken alone
+    entries: list[bytes]
+    groups_waiting: int = 0  # reclaimed groups still waiting in this queue's partition
+    # The workload's limits held this take back: seconds until the rate limit has tokens again,
+    # ROOM_WAIT if max_in_flight checks are running, 0 if nothing held it back.
+    limited: float = 0.0
+
+
+ROOM_WAIT = -1.0  # Taken.limited: max_in_flight checks are running; wait until some end
+
+
+class Counts(NamedTuple):
+    """What an acknowledgement adds to the shared counters."""
+
+    checked: int = 0
+    failed: int = 0
+    stale: int = 0
+    malformed: int = 0
+    deferred: int = 0
+    gone: int = 0  # rows deleted between dispatch and check: nothing to check or write
+
+
+class Overview(NamedTuple):
+    queue_depth: int
+    suspects: int
+    in_flight: int
+    counters: dict[str, int]
+    leader: str | None
+
+
+def open_store(client: redis.Redis, workload: Workload) -> Store:
+    """The store of a workload, over its partitions (one when it is not partitioned), keeping
+    its rate_limit and max_in_flight."""
+    limits = partition_limits(workload.rate_limit, workload.max_in_flight, workload.partitions)
+    return Store(client, Keys.every_partition(workload), limits)
+
+
+def soonest(waits: list[float]) -> float:
+    """The shortest of the partitions' waits (a rate wait in seconds, else ROOM_WAIT); 0 if none."""
+    timed = [wait for wait in waits if wait > 0]
+    return min(timed) if timed else (ROOM_WAIT if waits else 0.0)
+
+
+class Store:
+    def __init__(
+        self, client: redis.Redis, partitions: Keys | list[Keys], limits: list[PartLimit] | None = None
+    ):
+        self.client = client
+        self.partitions = [partitions] if isinstance(partitions, Keys) else list(partitions)
+        self.limits = limits or [NO_LIMIT] * len(self.partitions)
+        self.keys = self.partitions[0]  # names for logs and status; where the one-per-workload keys live
+        self.count = len(self.partitions)
+        self._scripts = {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}
+        self._next = itertools.count()  # where the next take starts
+        self._delivered: int | None = None  # the partition a blocking wait just delivered from
+        self._groups_at: set[int] = set()  # partitions seen holding reclaimed groups
+        self._lock = threading.Lock()
+
+    def _run(self, name: str, keys: Sequence[str], args: Sequence) -> object:
+        return self._scripts[name](keys=list(keys), args=list(args), client=self.client)
+
+    def _each(self, command: Callable) -> list:
+        """One plain command per partition, pipelined (a cluster client sends each to its node)."""
+        if self.count == 1:
+            return [command(self.client, self.keys)]
+        pipe = self.client.pipeline(transaction=False)
+        for keys in self.partitions:
+            command(pipe, keys)
+        return pipe.execute()
+
+    def partition_of(self, entry: bytes) -> int:
+        """The partition of an entry (or of an id as entries spell it)."""
+        return partition_of(entry, self.count)
+
+    def _split(self, entries: Sequence[bytes]) -> dict[int, list[bytes]]:
+        return split_by_partition(entries, self.count)
+
+    # -- dispatching (dispatch.lua) ---------------------------------------------------------
+    def push(self, owner: str, entries: Sequence[bytes], head: bool = False) -> Pushed:
+        """Queue entries whose id is not in flight, each through its partition's dedup script, if
+        `owner` holds the lease there; refused (-1) if any partition's lease is not `owner`'s
+        (what was pushed elsewhere stays: those rows are due). head: before whatever waits."""
+        pushed, depth, lost, refused = 0, 0, False, False
+        for index, part_entries in self._split(entries).items():
+            k = self.partitions[index]
+            keys = [k.queue, k.inflight, k.stats, k.epoch, k.leader, k.completed, k.again]
+            result = self._run("dispatch", keys, [owner, "head" if head else "tail", *part_entries])
+            refused |= int(result[0]) < 0
+            pushed += max(int(result[0]), 0)
+            depth += int(result[1])
+            lost |= bool(result[2])
+        return Pushed(-1 if refused else pushed, depth, lost)
+
+    def queue_depth(self) -> int:
+        return sum(self._each(lambda client, k: client.llen(k.queue)))
+
+    def highest_in_flight_due(self) -> int | None:
+        """The latest due time (ms) among ids in flight, or None if nothing is in flight."""
+        dues = [
+            int(due) for values in self._each(lambda client, k: client.hvals(k.inflight)) for due in values
+        ]
+        return max(dues, default=None)  # only after a rewind: rare
+
+    def _guard_key(self, keys: Keys, name: str) -> str:
+        return {"sweep": keys.sweep_guard, "dispatch": keys.dispatch_guard}[name]
+
+    def begin_guard(self, name: str, ttl_ms: int) -> None:
+        """A pass rereading rows that may be in flight starts: acks record what completes."""
+        self._each(lambda client, k: client.set(self._guard_key(k, name), 1, px=ttl_ms))
+
+    def end_guard(self, name: str) -> None:
+        self._each(lambda client, k: client.delete(self._guard_key(k, name)))
+
+    # -- the leader lease (lease.lua) -------------------------------------------------------
+    def _lease(self, keys: Keys, owner: str, ttl_ms: int, action: str) -> str | None:
+        holder = self._run("lease", [keys.leader], [owner, ttl_ms, action])
+        return holder.decode() if holder else None
+
+    def hold_lease(self, owner: str, ttl_ms: int) -> str | None:
+        """Renew the lease if `owner` holds it, take it if free; returns the holder afterwards.
+        Whoever holds the first partition's lease leads: it takes (or renews) the others in order
+        and stops at one held by someone else; a dispatcher that does not hold the first gives
+        back any later one it holds. Returns the owner only if it holds all of them."""
+        first = self._lease(self.keys, owner, ttl_ms, "hold")
+        if first != owner:
+            for keys in self.partitions[1:]:
+                self._lease(keys, owner, 0, "release")
+            return first
+        for keys in self.partitions[1:]:
+            holder = self._lease(keys, owner, ttl_ms, "hold")
+            if holder != owner:
+                return holder  # its old holder gives it back at its next beat, or its TTL ends
+        return owner
+
+    def lease_holder(self) -> str | None:
+        """Who holds the leader lease now (None: it is free)."""
+        holder = self.client.get(self.keys.leader)
+        return holder.decode() if holder else None
+
+    def lease_holders(self) -> list[str | None]:
+        """The holder of each partition's lease (a handover shows here)."""
+        return [h.decode() if h else None for h in self._each(lambda client, k: client.get(k.leader))]
+
+    def release_lease(self, owner: str) -> None:
+        for keys in reversed(self.partitions):  # the first last: nobody takes it while others are held
+            self._lease(keys, owner, 0, "release")
+
+    # -- a worker's entries (pop.lua, ack.lua) ----------------------------------------------
+    def _take_part(self, index: int, worker: str, limit: int, groups: bool = True, running: int = 0) -> Taken:
+        k = self.partitions[index]
+        suspect, entries, waiting, wait_ms = self._run(
+            "pop",
+            [k.queue, k.suspects, k.processing(worker), k.landing(worker), k.rate, k.running, k.workers],
+            [limit, int(not groups), *self.limits[index].args(), worker, running],
+        )
+        wait_ms = int(wait_ms)
+        return Taken(bool(suspect), entries, int(waiting), ROOM_WAIT if wait_ms < 0 else wait_ms / 1000)
+
+    def _start(self) -> int:
+        """Where the next take starts: where a wait just delivered, else where reclaimed groups
+        were seen waiting (a group is taken only at the start of a take: it must not wait for
+        the rotation to come round), else one further each time."""
+        with self._lock:
+            delivered, self._delivered = self._delivered, None
+            if delivered is not None:
+                return delivered
+            if self._groups_at:
+                return self._groups_at.pop()
+            return next(self._next) % self.count
+
+    def take(self, worker: str, limit: int, running: int = 0) -> Taken:
+        """Up to `limit` entries (a reclaimed group, alone, first) into the worker's processing
+        set, from the partitions in turn, filled from the next ones when the first has too few
+        (each partition's queue holds about 1/K of the high water, so one partition alone would
+        keep takes, and write-backs, small). limit 0 only moves what blocking waits delivered.
+        running: checks the worker is running now (max_in_flight counts them). Within the
+        workload's limits; `limited` says how long to wait when they held the take back."""
+        if self.count == 1:
+            return self._take_part(0, worker, limit, running=running)
+        if limit == 0:
+            moved = [self._take_part(i, worker, 0, running=running).entries for i in range(self.count)]
+            return Taken(False, [e for part in moved for e in part])
+        taken: list[bytes] = []
+        waits: list[float] = []
+        for index in rotation(self._start(), self.count):
+            suspect, entries, waiting, limited = self._take_part(
+                index, worker, limit - len(taken), groups=not taken, running=running
+            )
+            if limited:
+                waits.append(limited)
+            if waiting:
+                with self._lock:
+                    self._groups_at.add(index)
+            if suspect:
+                return Taken(True, entries)
+            taken += entries
+            if len(taken) >= limit:
+                break
+        return Taken(False, taken, limited=soonest(waits) if not taken else 0.0)
+
+    def wait_for_work(self, worker: str, timeout: float) -> bool:
+        """Block until a queue has an entry (moved into the landing list); False on timeout. With
+        several partitions, on each queue in turn for a share of `timeout` (a blocking move names
+        one queue, and a cluster's partitions live on different servers)."""
+        share = max(timeout / self.count, 0.01)
+        waited = 0.0
+        for index in itertools.cycle(rotation(self._start(), self.count)):
+            k = self.partitions[index]
+            if self.client.blmove(k.queue, k.landing(worker), share, "LEFT", "RIGHT") is not None:
+                with self._lock:
+                    self._delivered = index
+                return True
+            waited += share
+            if waited >= timeout:
+                return False
+        return False
+
+    def held(self, worker: str) -> set[bytes]:
+        return set().union(*self._each(lambda client, k: client.smembers(k.processing(worker))))
+
+    def held_count(self, worker: str) -> int:
+        return sum(self._each(lambda client, k: client.scard(k.processing(worker))))
+
+    def acknowledge(
+        self,
+        worker: str,
+        done: Sequence[bytes],
+        back: Sequence[bytes],
+        counts: Counts,
+        *,
+        whole: bool,
+        deferred: Sequence[bytes] = (),
+    ) -> int:
+        """Release finished and deferred entries still held, return untouched ones to the queue
+        head, add the counts, each partition's share in its own script call (the counts go with
+        the first partition touched: status sums every partition's counters). `whole`: these are
+        all the worker holds (lets Redis skip the membership test). Returns how many finished
+        entries the worker still held."""
+        done_by, deferred_by, back_by = self._split(done), self._split(deferred), self._split(back)
+        touched = sorted(set(done_by) | set(deferred_by) | set(back_by)) or [0]
+        still_held = 0
+        for position, index in enumerate(touched):
+            k, finished = self.partitions[index], done_by.get(index, [])
+            held_up, untouched = deferred_by.get(index, []), back_by.get(index, [])
+            added = counts if position == 0 else Counts()
+            still_held += self._run(
+                "ack",
+                [k.processing(worker), k.inflight, k.queue, k.stats, k.reclaims, k.sweep_guard,
+                 k.dispatch_guard, k.completed, k.again, k.asked],
+                [int(whole), len(finished), len(held_up), *added, *finished, *held_up, *untouched],
+            )  # fmt: skip
+        return still_held
+
+    # -- write slots (writeslot.lua), in the first partition ---------------------------------
+    def _slot_keys(self, slots: int) -> list[str]:
+        k = self.keys
+        return [k.writers_freed, *(k.write_slot(n) for n in range(1, slots + 1))]
+
+    def take_write_slot(self, worker: str, slots: int, lease_ms: int) -> bool:
+        """One of the workload's `slots` write slots for `worker`, if one is free (or already its)."""
+        return self._run("writeslot", self._slot_keys(slots), [worker, "take", lease_ms]) > 0
+
+    def renew_write_slot(self, worker: str, slots: int, lease_ms: int) -> bool:
+        """Extend the lease of the slot `worker` holds (never takes one); False if it holds none."""
+        return self._run("writeslot", self._slot_keys(slots), [worker, "renew", lease_ms]) > 0
+
+    def give_write_slot(self, worker: str, slots: int, lease_ms: int) -> None:
+        self._run("writeslot", self._slot_keys(slots), [worker, "give", lease_ms])
+
+    def wait_for_write_slot(self, timeout: float) -> bool:
+        """Block until a slot is given back (or `timeout` passes); True if one was."""
+        return self.client.blpop([self.keys.writers_freed], timeout) is not None
+
+    # -- the application's `now` (asked ids) and the change feed's wake-ups ------------------------
+    def ask(self, keys: Sequence[bytes]) -> None:
+        """Ask the dispatcher to read these ids at once (as entries spell them), each in its
+        partition's list; one in flight is asked again as soon as it is released (dispatch.lua)."""
+        pipe = self.client.pipeline(transaction=False)
+        for index, part_keys in self._split(keys).items():
+            pipe.rpush(self.partitions[index].asked, *part_keys)
+        pipe.execute()
+
+    def take_asked(self, limit: int) -> list[bytes]:
+        """Up to `limit` asked ids, from every partition."""
+        found = self._each(lambda client, k: client.lpop(k.asked, limit))
+        return [key for part in found if part for key in part]
+
+    def signal_changes(self) -> None:
+        """The change feed has new records: wake whoever follows it (one stream entry)."""
+        self.client.xadd(self.keys.changed, {"n": 1}, maxlen=100, approximate=True)
+
+    def wait_for_changes(self, last: str, timeout: float) -> str:
+        """Block until the feed is signalled after stream id `last` (or `timeout`); the new last id."""
+        found = self.client.xread({self.keys.changed: last}, count=100, block=max(round(timeout * 1000), 1))
+        for _, entries in found or []:
+            if entries:
+                last = entries[-1][0].decode()
+        return last
+
+    def last_change_signal(self) -> str:
+        """The stream id to wait after (the newest signal, or the start)."""
+        newest = self.client.xrevrange(self.keys.changed, count=1)
+        return newest[0][0].decode() if newest else "0-0"
+
+    # -- failures grouped by error (errors.lua), in the first partition -----------------------
+    def record_errors(self, groups: dict[str, tuple[int, list[str]]], now: float) -> None:
+        """Add a batch's failures: message -> (how many, example ids)."""
+        args = [round(now, 3), MAX_ERROR_GROUPS, ERROR_EXAMPLES]
+        for message, (count, examples) in groups.items():
+            args += [message, count, json.dumps(examples[-ERROR_EXAMPLES:])]
+        self._run("errors", [self.keys.errors, self.keys.errors_seen], args)
+
+    def error_groups(self) -> dict[str, dict]:
+        """message -> {count, first, last, examples}, as the workers recorded them."""
+        groups = {}
+        for message, raw in self.client.hgetall(self.keys.errors).items():
+            with contextlib.suppress(ValueError):
+                group = json.loads(raw)
+                examples = group.get("examples")
+                group["examples"] = examples if isinstance(examples, list) else []  # Lua: {} for []
+                groups[message.decode(errors="replace")] = group
+        return groups
+
+    def prune_errors(self, older_than: float) -> int:
+        """Forget groups not seen since `older_than` (Unix seconds, database clock); how many."""
+        stale = [m for m, g in self.error_groups().items() if float(g.get("last", 0)) < older_than]
+        if stale:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.hdel(self.keys.errors, *stale)
+            pipe.zrem(self.keys.errors_seen, *stale)
+            pipe.execute()
+        return len(stale)
+
+    # -- recovery (reclaim.lua, orphans.lua): the reconciler's jobs, one partition at a time -----
+    def worker_ids(self, partition: int = 0) -> list[str]:
+        return sorted(w.decode() for w in self.client.smembers(self.partitions[partition].workers))
+
+    def reclaim(self, partition: int, worker: str, max_reclaims: int, groups: int) -> tuple[int, int] | None:
+        """Give back what a worker held in one partition if its heartbeat expired: None if it is
+        alive, else (ids reclaimed, ids set aside for quarantine)."""
+        k = self.partitions[partition]
+        result = self._run(
+            "reclaim",
+            [k.heartbeat(worker), k.processing(worker), k.landing(worker), k.suspects, k.reclaims,
+             k.workers, k.quarantine, k.stats, k.running],
+            [worker, max_reclaims, groups, DIED_ALONE],
+        )  # fmt: skip
+        return (int(result[0]), int(result[1])) if result else None
+
+    def pending_quarantine(self, partition: int) -> dict[bytes, bytes]:
+        """id -> entry of ids the reclaimer set aside to be parked in MySQL."""
+        return self.client.hgetall(self.partitions[partition].quarantine)
+
+    def forget_quarantined(self, partition: int, ids: Sequence[bytes], fields: Sequence[bytes], parked: int):
+        """Parked in MySQL: let go of these ids in Redis."""
+        k = self.partitions[partition]
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hdel(k.inflight, *ids)
+        pipe.hdel(k.quarantine, *fields)
+        pipe.hdel(k.reclaims, *ids)
+        pipe.hincrby(k.stats, "quarantined", parked)
+        pipe.execute()
+
+    def forget_reclaims(self, ids: Sequence[bytes]) -> None:
+        """Released rows start with a clean record (ids as entries carry them)."""
+        for index, part_ids in self._split(ids).items():
+            self.client.hdel(self.partitions[index].reclaims, *part_ids)
+
+    def scan_in_flight(self, partition: int) -> Iterator[tuple[bytes, bytes]]:
+        """(id, due_ms) pairs in flight in one partition (HSCAN: never blocks Redis)."""
+        return self.client.hscan_iter(self.partitions[partition].inflight, count=1000)
+
+    def release_orphans(
+        self, partition: int, candidates: Sequence[bytes], workers: Sequence[str]
+    ) -> list[bytes] | None:
+        """Release the candidate (id, due) pairs that no queue, group or worker holds; None if the
+        set of workers changed since the caller read it (read again and retry)."""
+        k = self.partitions[partition]
+        held = [key for w in workers for key in (k.processing(w), k.landing(w))]
+        released = self._run(
+            "orphans",
+            [k.inflight, k.queue, k.suspects, k.quarantine, k.stats, k.workers, *held],
+            [len(candidates) // 2, *candidates, *workers],
+        )
+        return None if released == -1 else released
+
+    def whereabouts(self, key: bytes) -> dict:
+        """Where one id is in Redis (for `recheck inspect`; O(queue + workers), never in a loop):
+        the due time it is in flight for, its queue position, the worker holding it, its reclaims."""
+        index = self.partition_of(key)
+        k = self.partitions[index]
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hget(k.inflight, key)
+        pipe.hget(k.reclaims, key)
+        pipe.hget(k.quarantine, key)
+        due, reclaims, quarantine = pipe.execute()
+        found = {"in_flight_due_ms": int(due) if due else None, "reclaims": int(reclaims or 0) % DIED_ALONE,
+                 "set_aside_for_quarantine": quarantine is not None, "queue_depth": self.queue_depth(),
+                 "queue_position": None, "suspect_group": False, "worker": None}  # fmt: skip
+        if due is None:
+            return found
+        entry = key + b":" + due
+        position = self.client.lpos(k.queue, entry)
+        if position is not None:
+            found["queue_position"] = int(position) + 1
+            return found
+        groups = self.client.lrange(k.suspects, 0, -1)  # reclaimed batches waiting: few, and rare
+        found["suspect_group"] = any(entry in group.split(b" ") for group in groups)
+        for worker in self.worker_ids(index):
+            held = self.client.sismember(k.processing(worker), entry)
+            if held or self.client.lpos(k.landing(worker), entry) is not None:
+                alive = self.client.exists(k.heartbeat(worker))
+                found["worker"] = {"id": worker, "alive": bool(alive)}
+                break
+        return found
+
+    # -- presence and status ----------------------------------------------------------------
+    def presence_keys(self, role: str, member: str) -> tuple[str, str]:
+        """(heartbeat key, registry) of a worker or dispatcher (the first partition's)."""
+        return self._presence_keys(self.keys, role, member)
+
+    @staticmethod
+    def _presence_keys(k: Keys, role: str, member: str) -> tuple[str, str]:
+        if role == "worker":
+            return k.heartbeat(member), k.workers
+        return k.dispatcher_heartbeat(member), k.dispatchers
+
+    def publish_heartbeat(self, role: str, member: str, payload: dict, ttl_ms: int) -> int:
+        """Refresh the member's heartbeat in every partition (each partition's reclaimer reads its
+        own keys); returns how many members the first partition's registry now holds."""
+        raw = json.dumps(payload)
+        pipe = self.client.pipeline(transaction=self.count == 1)
+        for k in self.partitions:
+            key, registry = self._presence_keys(k, role, member)
+            pipe.set(key, raw, px=ttl_ms)
+            pipe.sadd(registry, member)
+            pipe.scard(registry)
+        return pipe.execute()[2]
+
+    def withdraw_heartbeat(self, role: str, member: str) -> None:
+        pipe = self.client.pipeline(transaction=self.count == 1)
+        for k in self.partitions:
+            key, registry = self._presence_keys(k, role, member)
+            pipe.delete(key)
+            pipe.srem(registry, member)
+            if role == "worker":
+                pipe.hdel(k.running, member)  # its checks have ended (max_in_flight)
+        pipe.execute()
+
+    def _live(self, registry: str, key_of: Callable[[str], str]) -> list[dict]:
+        """Parsed heartbeat payloads of the members of `registry` whose heartbeat key is alive."""
+        members = sorted(m.decode() for m in self.client.smembers(registry))
+        if not members:
+            return []
+        alive = []
+        for member, raw in zip(members, self.client.mget([key_of(m) for m in members]), strict=True):
+            if raw is None:
+                continue
+            try:
+                payload = json.loads(raw)
+            except ValueError:
+                payload = None
+            if not isinstance(payload, dict):
+                payload = {}  # a heartbeat we cannot read still counts as alive
+            payload.setdefault("id", member)
+            alive.append(payload)
+        return alive
+
+    def live_workers(self) -> list[dict]:
+        return self._live(self.keys.workers, self.keys.heartbeat)
+
+    def live_dispatchers(self) -> list[dict]:
+        return self._live(self.keys.dispatchers, self.keys.dispatcher_heartbeat)
+
+    def shared_sample(self) -> dict | None:
+        """The freshness sample another process took less than its TTL ago, if any."""
+        raw = self.client.get(self.keys.freshness)
+        try:
+            sample = json.loads(raw) if raw else None
+        except ValueError:
+            return None
+        return sample if isinstance(sample, dict) else None
+
+    def share_sample(self, sample: dict, ttl_ms: int) -> None:
+        self.client.set(self.keys.freshness, json.dumps(sample), px=ttl_ms)
+
+    def overview(self) -> Overview:
+        """Queue, reclaimed groups, in flight and counters, summed over the partitions."""
+        pipe = self.client.pipeline(transaction=False)
+        for k in self.partitions:
+            pipe.llen(k.queue)
+            pipe.llen(k.suspects)
+            pipe.hlen(k.inflight)
+            pipe.hgetall(k.stats)
+        pipe.get(self.keys.leader)
+        *per_partition, leader = pipe.execute()
+        depth = suspects = in_flight = 0
+        counters: dict[str, int] = {}
+        for start in range(0, len(per_partition), 4):
+            part_depth, part_suspects, part_in_flight, stats = per_partition[start : start + 4]
+            depth, suspects = depth + part_depth, suspects + part_suspects
+            in_flight += part_in_flight
+            for name, value in stats.items():
+                counters[name.decode()] = counters.get(name.decode(), 0) + int(value)
+        holder = leader.decode() if leader else None
+        return Overview(depth, suspects, in_flight, dict(sorted(counters.items())), holder)
+
+    # -- whole-prefix housekeeping (benchmarks) ---------------------------------------------
+    def clear(self) -> None:
+        """Delete every key of every partition."""
+        for k in self.partitions:
+            found = list(self.client.scan_iter(match=k.all_prefixed(), count=1000))
+            for start in range(0, len(found), DELETE_CHUNK):
+                self.client.delete(*found[start : start + DELETE_CHUNK])
+
+    def drop_transit(self) -> None:
+        """Forget the queues and the in-flight sets (a benchmark resetting between measurements)."""
+        self._each(lambda client, k: client.delete(k.queue, k.inflight))

@@ -1,0 +1,91 @@
+"""Are the checks failing? A failed check is not a fresh row.
+
+A worker's heartbeat thread feeds its running totals to a FailureWatch in every beat; the watch
+keeps about a minute of them, the worker publishes the last minute's checks and failures in its
+heartbeat, and `recheck status` and the dashboard add them up and judge them by the same rule
+(`failing`), so "checks failing" needs no scan of the table. The watch also logs one warning
+when the share of failures crosses RECHECK_FAILING_THRESHOLD, and one line when it is back
+under half of it. Pure logic: no I/O but the log lines.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections import deque
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+WINDOW = 60.0  # seconds of history judged
+MIN_CHECKS = 10  # fewer checks than this in the window say nothing either way
+
+
+@dataclass(frozen=True)
+class Recent:
+    checked: int  # rows written as checked in the window
+    failed: int  # rows written as failed in the window
+
+    @property
+    def ratio(self) -> float:
+        done = self.checked + self.failed
+        return self.failed / done if done else 0.0
+
+
+def failing(recent: Recent, threshold: float) -> bool:
+    """Whether these recent checks count as failing (enough of them, and too many failed)."""
+    return recent.checked + recent.failed >= MIN_CHECKS and recent.ratio >= threshold
+
+
+class FailureWatch:
+    def __init__(self, threshold: float, window: float = WINDOW, clock=time.monotonic, prefix: str = ""):
+        self.threshold = threshold
+        self.prefix = prefix  # names the workload in the log lines (Workload.log_prefix)
+        self.window = window
+        self.clock = clock
+        self._totals: deque[tuple[float, int, int]] = deque()  # (time, checked, failed)
+        self.alarmed = False
+
+    def observe(self, checked: int, failed: int, last_error: str | None) -> Recent:
+        """Record the running totals; returns the last window's share, logging on a change."""
+        now = self.clock()
+        self._totals.append((now, checked, failed))
+        while len(self._totals) > 1 and now - self._totals[1][0] >= self.window:
+            self._totals.popleft()
+        _, checked_then, failed_then = self._totals[0]
+        recent = Recent(checked - checked_then, failed - failed_then)
+        enough = recent.checked + recent.failed >= MIN_CHECKS
+        if failing(recent, self.threshold) and not self.alarmed:
+            self.alarmed = True
+            log.warning(
+                "%schecks failing: %.0f%% of the %d checks in the last %.1fs failed (last error: %s); "
+                "failing rows are tried again (retry setting) and not fresh",
+                self.prefix, 100 * recent.ratio, recent.checked + recent.failed, now - self._totals[0][0],
+                last_error or "unknown",
+            )  # fmt: skip
+        elif self.alarmed and enough and recent.ratio < self.threshold / 2:
+            self.alarmed = False  # back under half the threshold: no flapping around it
+            log.warning(
+                "%schecks succeeding again: %.0f%% of recent checks failed", self.prefix, 100 * recent.ratio
+            )
+        return recent
+
+
+# Errors grouped: the parts of a message that differ from row to row are masked, so "cannot
+# reach 4711" and "cannot reach 4712" are one group.
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"]+", re.IGNORECASE)  # one group per error, not per URL
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_HEX = re.compile(r"\b[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\b|\b(?:0x)?[0-9a-f]{8,}\b", re.IGNORECASE)
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+GROUP_LENGTH = 200
+
+
+def error_group(message: str | None) -> str:
+    """A failure's message with ids, numbers and quoted values masked: the group it belongs to."""
+    text = (message or "unknown error").strip()
+    text = _URL.sub("URL", text)
+    text = _QUOTED.sub("'…'", text)
+    text = _HEX.sub("X", text)
+    text = _NUMBER.sub("N", text)
+    return text[:GROUP_LENGTH]

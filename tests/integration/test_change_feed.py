@@ -1,0 +1,300 @@
+"""The change feed (issue 24): every transition of a row's stored result, and between failing and
+succeeding, recorded exactly once in the write-back's own transaction, read with
+Client.changes() and `recheck changes`.
+
+On the code before there was no feed: only the last result was kept, and nothing told the
+application that a monitor went down.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from recheck import Client
+from recheck.shared.config import ConfigError
+from recheck.shared.mysql.db import Database, DatabaseDown
+from recheck.shared.mysql.rows import Rows
+from recheck.workers.checks import Outcome
+from tests.support.helpers import (
+    REPO,
+    dispatch_all,
+    drain,
+    make_store,
+    prepare,
+    query,
+    recheck,
+    scalar,
+    workload,
+)
+from tests.support.servers import wait_for
+
+MONITORS = "CREATE TABLE monitors (id BIGINT PRIMARY KEY, url VARCHAR(200) NOT NULL)"
+
+
+def monitors(settings, **values):
+    return workload(settings, "monitors", table="monitors", id_column="id", columns="url", changes=True,
+                    check_kind="batch", **values)  # fmt: skip
+
+
+def url_states(rows: list) -> list:
+    """The url's first label as the result ('http://up.example/' -> 'up'); one that starts
+    with 'fail' fails."""
+    labels = [row["url"].split("//")[1].split(".")[0] for row in rows]
+    return [
+        RuntimeError(f"{label} does not answer") if label.startswith("fail") else label for label in labels
+    ]
+
+
+def set_urls(sql, ids, url: str) -> None:
+    query(sql, f"UPDATE monitors SET url = %s, next_check_at = NOW(3) - INTERVAL 1 SECOND "
+               f"WHERE id IN ({', '.join(map(str, ids))})", (url,))  # fmt: skip
+
+
+def feed(client: Client, since: int = 0) -> list[tuple]:
+    return [(int(c.id), c.old, c.new, c.old_failing, c.new_failing) for c in client.changes(since)]
+
+
+@pytest.fixture
+def watched(settings, sql):
+    settings = monitors(settings)
+    rows = ", ".join(f"({i}, 'http://up.example/')" for i in range(1, 21))
+    prepare(settings, MONITORS, f"INSERT INTO monitors (id, url) VALUES {rows}")
+    assert scalar(sql, "SELECT COUNT(*) FROM recheck_changes") == 0  # init-db made the feed's table
+    return settings
+
+
+def test_every_transition_once_and_nothing_for_a_result_that_stays(watched, make_worker, sql):
+    worker, client = make_worker(watched, url_states), Client(settings=watched)
+    drain(worker, watched)
+    assert feed(client) == [(i, None, "up", False, False) for i in range(1, 21)]  # first results
+    last = max(c.pos for c in client.changes())
+
+    set_urls(sql, range(1, 21), "http://up.example/")  # due again, same result: no change
+    set_urls(sql, [1, 2, 3], "http://down.example/")
+    set_urls(sql, [4, 5], "http://fail.example/")
+    drain(worker, watched)
+    assert sorted(feed(client, last)) == [
+        (1, "up", "down", False, False), (2, "up", "down", False, False), (3, "up", "down", False, False),
+        (4, "up", "up", False, True), (5, "up", "up", False, True),
+    ]  # fmt: skip
+    failed = next(c for c in client.changes(last) if c.id == "4")
+    assert failed.error and "does not answer" in failed.error
+    last = max(c.pos for c in client.changes())
+
+    set_urls(sql, [4, 5], "http://failing.example/")  # still failing: nothing new
+    drain(worker, watched)
+    assert feed(client, last) == []
+    set_urls(sql, [4], "http://up.example/")  # recovers with the same result: a change
+    set_urls(sql, [1], "http://DOWN.example/")  # compared exactly: 'DOWN' is not 'down'
+    set_urls(sql, [2], "http://up.example/")
+    drain(worker, watched)
+    assert sorted(feed(client, last)) == [
+        (1, "down", "DOWN", False, False), (2, "down", "up", False, False), (4, "up", "up", True, False),
+    ]  # fmt: skip
+
+    # The command line: one JSON object per line with at least these fields.
+    printed = recheck("changes", "--json", "--since", str(last), settings=watched,
+                      env={"RECHECK_CONFIG": ""}, timeout=30)  # fmt: skip
+    lines = [json.loads(line) for line in printed.stdout.splitlines()]
+    assert printed.returncode == 0 and len(lines) == 3, printed.stdout + printed.stderr
+    assert [line["pos"] for line in lines] == list(range(last + 1, last + 4))  # no gaps between them
+    assert {"id", "old", "new", "at", "pos"} <= set(lines[0])
+    assert recheck("changes", settings=watched).returncode == 0
+    client.close()
+
+
+def test_a_retried_write_records_nothing_twice(watched, make_worker, sql):
+    """The write commits, then its connection dies before the reply: the worker retries the
+    write (as after any lost connection), the retry is fenced out, and so are its transitions."""
+    worker = make_worker(watched, url_states)
+    db = worker.completer.writeback.db
+    real = db.run_in_transaction
+    lost = []
+
+    def commit_then_lose_the_reply(work, *args, **kwargs):
+        result = real(work, *args, **kwargs)
+        if not lost:
+            lost.append(result)
+            with sql.cursor() as cursor:
+                cursor.execute("KILL %s", (db.conn.thread_id(),))
+            raise DatabaseDown("lost connection to MySQL server during query (test)")
+        return result
+
+    db.run_in_transaction = commit_then_lose_the_reply
+    drain(worker, watched)
+    assert lost and lost[0].changes == 20  # the first attempt committed its 20 changes...
+    assert scalar(sql, "SELECT COUNT(*) FROM recheck_changes") == 20  # ...and the retry none more
+    assert scalar(sql, "SELECT SUM(check_count) FROM monitors") == 20
+
+
+def test_a_late_write_for_an_old_due_time_records_nothing(watched, make_worker, sql):
+    """A worker whose result comes after the row was checked again (a reclaimed batch, a
+    duplicate): its write is fenced out, and its different result is no transition."""
+    dispatch_all(watched)
+    stale = make_store(watched).client.lrange(make_store(watched).keys.queue, 0, -1)
+    worker = make_worker(watched, url_states)
+    drain(worker, watched)
+    before = scalar(sql, "SELECT COUNT(*) FROM recheck_changes")
+    items, _ = worker.completer.writeback.keys.parse(stale)
+    written = worker.completer.writeback.write(items, [Outcome(True, "down")] * len(items))
+    assert written.stale == 20 and written.changes == 0
+    assert scalar(sql, "SELECT COUNT(*) FROM recheck_changes") == before
+
+
+def test_follow_is_woken_at_once_and_resumes_from_a_checkpoint(watched, make_worker, sql):
+    worker, client = make_worker(watched, url_states), Client(settings=watched)
+    drain(worker, watched)
+    seen: list = []
+
+    def follow():
+        follower = Client(settings=watched)
+        for change in follower.changes(None, follow=True, idle=30.0):  # only what comes next
+            seen.append((change, time.monotonic()))
+            if len(seen) == 3:
+                return
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    time.sleep(0.5)
+    set_urls(sql, [7, 8, 9], "http://down.example/")
+    drain(worker, watched)
+    written = time.monotonic()
+    thread.join(10)
+    assert len(seen) == 3, seen
+    assert max(at for _, at in seen) - written < 1.0  # woken by the workers, not the 30 s poll
+    checkpoint = seen[-1][0].checkpoint
+    assert checkpoint == max(c.pos for c, _ in seen)  # nothing awaited: resume right after
+    assert list(client.changes(checkpoint)) == []
+    client.close()
+
+
+def test_a_change_that_commits_after_a_later_one_is_still_delivered(watched):
+    """Two write-backs commit out of position order: the reader delivers the later one, keeps its
+    checkpoint below the skipped position, and delivers the skipped one when it commits."""
+    insert = ("INSERT INTO recheck_changes (workload, row_key, at, old_result, new_result, old_failing, "
+              "new_failing) VALUES ('monitors', %s, NOW(3), 'a', 'b', 0, 0)")  # fmt: skip
+    slow, quick = Database(watched), Database(watched)
+    try:
+        slow.conn.begin()
+        with slow.conn.cursor() as cursor:
+            cursor.execute(insert, ("slow",))  # takes its position now, commits later
+        quick.execute(insert, ("quick",))
+        delivered = []
+
+        def follow():
+            for change in Client(settings=watched).changes(0, follow=True, idle=0.2):
+                delivered.append(change)
+                if len(delivered) == 2:
+                    return
+
+        thread = threading.Thread(target=follow, daemon=True)
+        thread.start()
+        wait_for(lambda: len(delivered) == 1, 5, "the later change")
+        first = delivered[0]
+        assert first.id == "quick" and first.checkpoint < first.pos - 1, first  # the slow one awaited
+        slow.conn.commit()
+        thread.join(5)
+        assert [c.id for c in delivered] == ["quick", "slow"]
+        assert delivered[1].checkpoint == first.pos  # both delivered: resume after the highest
+    finally:
+        slow.close()  # an open transaction would hold up the test database's DROP
+        quick.close()
+
+
+def test_trimmed_to_changes_keep_and_a_reader_starts_at_the_oldest_kept(watched, sql):
+    db = Database(watched)
+    db.execute(
+        "INSERT INTO recheck_changes (workload, row_key, at, old_result, new_result, old_failing, "
+        "new_failing) SELECT 'monitors', seq, NOW(3), 'a', 'b', 0, 0 FROM seq_1_to_2500"
+    )  # MariaDB's sequence engine: test data only
+    rows = Rows(watched, db)
+    assert rows.trim_changes(1_000) == 1_500
+    oldest, newest = rows.changes_span()
+    assert newest - oldest + 1 == 1_000
+    started = time.monotonic()
+    assert len(list(Client(settings=watched).changes(0))) == 1_000
+    assert time.monotonic() - started < 5  # the trimmed positions are not waited for
+    db.close()
+
+
+def test_a_workload_without_changes_has_no_feed(settings):
+    with pytest.raises(ConfigError, match="changes = true"):
+        next(Client(settings=settings).changes())
+
+
+# -- exactly once while workers are killed and connections cut ----------------------------------
+def test_the_feed_chains_exactly_across_kill_9_and_cut_connections(watched, sql, procs, mariadb):
+    """Results flip all the time while workers are killed with SIGKILL and MySQL connections are
+    cut mid-write: for every row the feed must chain (each change starts where the previous one
+    ended) and end at the row's stored state. A lost change breaks the chain; an invented one
+    (a retried write recorded twice) repeats a transition that no longer starts where it says."""
+    settings = watched.evolve(interval=0.5, check_kind="row", worker_batch=5)
+    env = {"RECHECK_CHECK": "tests.support.checks:url_state", "TEST_CHECK_SLEEP": "0.05"}
+    procs.start("dispatcher", settings)
+    workers = [procs.start("worker", settings, env=env) for _ in range(2)]
+    rng = random.Random(24)
+    urls = ["http://up.example/", "http://down.example/", "http://fail.example/"]
+    deadline = time.monotonic() + 20
+    kills = cuts = 0
+    while time.monotonic() < deadline:
+        for row_id in rng.sample(range(1, 21), 6):
+            query(sql, "UPDATE monitors SET url = %s WHERE id = %s", (rng.choice(urls), row_id))
+        time.sleep(0.3)
+        if rng.random() < 0.15:
+            victim = rng.randrange(len(workers))
+            workers[victim].send_signal(signal.SIGKILL)
+            workers[victim] = procs.start("worker", settings, env=env)
+            kills += 1
+        elif rng.random() < 0.2:
+            for (process_id,) in query(sql, "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = %s "
+                                            "AND ID <> CONNECTION_ID()",
+                                       (settings.mysql.database,)):  # fmt: skip
+                query(sql, f"KILL CONNECTION {int(process_id)}")
+                cuts += 1
+    assert kills >= 2 and cuts >= 1, (kills, cuts)
+    query(sql, "UPDATE monitors SET url = 'http://up.example/'")
+    time.sleep(3)  # every row checked again at least a few times: the feed's end settles
+    procs.stop_all()
+
+    stored = {
+        int(k): (r, int(f) > 0) for k, r, f in query(sql, "SELECT id, status, fail_count FROM monitors")
+    }
+    chains: dict[int, list] = {}
+    for _, key, old, new, old_failing, new_failing in query(
+        sql, "SELECT pos, row_key, old_result, new_result, old_failing, new_failing FROM recheck_changes "
+             "ORDER BY pos"):  # fmt: skip
+        chains.setdefault(int(key), []).append((old, bool(old_failing), new, bool(new_failing)))
+    assert sum(len(chain) for chain in chains.values()) > 60  # results really flipped
+    for row_id, chain in chains.items():
+        state = (None, False)
+        for old, old_failing, new, new_failing in chain:
+            assert (old, old_failing) == state, (row_id, chain)
+            assert (new, new_failing) != (old, old_failing), (row_id, chain)
+            state = (new, new_failing)
+        assert state == stored[row_id], (row_id, chain, stored[row_id])
+
+
+def test_recheck_changes_follow_prints_as_they_come(watched, make_worker, sql):
+    worker = make_worker(watched, url_states)
+    env = {k: v for k, v in watched.env_overrides().items()}
+    env.update({"PYTHONPATH": str(REPO), "RECHECK_CHANGES": "true"})
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "recheck", "changes", "--follow", "--json"],
+        env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        time.sleep(2.0)  # started, nothing yet
+        drain(worker, watched)
+        first = json.loads(follower.stdout.readline())
+        assert first["old"] is None and first["new"] == "up"
+    finally:
+        follower.send_signal(signal.SIGTERM)
+        assert follower.wait(10) == 0, follower.stderr.read()

@@ -1,0 +1,285 @@
+"""Writing a batch's outcomes to MySQL in a constant number of fenced statements.
+
+Successes: one UPDATE. Failures: two more (count the failure, then schedule the retry), all
+in one transaction. Every statement is fenced on (id, due time at dispatch): a row whose due
+time has moved on (someone else already wrote this cycle) is not touched, so a retry after a
+lost connection, or a late duplicate worker, changes nothing.
+
+What the table does to a batch is handled here, once, for both loops:
+- a row the application holds locked longer than recheck's lock wait: the rest of the batch
+  is written (the rows nobody holds are locked with SKIP LOCKED first) and that row is deferred,
+  let go for the sweep to bring back once it is overdue;
+- rows still locked when a write is retried after its connection was lost: MySQL may be
+  rolling back this very write's transaction (crash recovery, or a killed session) and holds
+  its rows until it is done, so such a retry waits a few lock waits longer before deferring;
+- a value a column refuses (too long for it, not one of an ENUM's values, a result the result
+  column cannot hold): the batch is written in halves until the refusing rows stand alone, and
+  each of them is recorded as failed with the server's reason. Never a crash, never a loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pymysql
+
+from recheck.shared.config import Workload
+from recheck.shared.mysql.db import (
+    DATA_ERRORS,
+    DEADLOCK,
+    LOCK_WAIT_TIMEOUT,
+    Database,
+    DatabaseDown,
+    error_code,
+)
+from recheck.shared.mysql.entries import Item, datetime_to_ms
+from recheck.shared.mysql.keytypes import INT_KEYS, KeyKind
+from recheck.shared.mysql.rows import Rows
+from recheck.workers.checks import Outcome
+
+log = logging.getLogger(__name__)
+
+CLOCK_REFRESH = 60.0  # seconds between readings of the database clock, for lateness figures
+# Lock waits a retry after a lost connection spends on its rows before deferring them: InnoDB
+# rolls back a crashed server's open transactions in the background after it restarts.
+PATIENT_LOCK_WAITS = 3
+
+
+@dataclass(frozen=True)
+class Written:
+    succeeded: int  # rows written as checked
+    failed: int  # rows written as failed (retry scheduled)
+    stale: int  # rows fenced out: their due time had moved on
+    deferred: tuple[bytes, ...] = ()  # entries of rows another transaction held: not written
+    changes: int = 0  # transitions recorded in the change feed (workloads with `changes`)
+
+    def __add__(self, other: Written) -> Written:
+        return Written(
+            self.succeeded + other.succeeded,
+            self.failed + other.failed,
+            self.stale + other.stale,
+            self.deferred + other.deferred,
+            self.changes + other.changes,
+        )
+
+
+NOTHING_WRITTEN = Written(0, 0, 0)
+
+
+class RowsRefused(Exception):
+    """A value in the batch was refused by its column (a data error): some row's, not the batch's."""
+
+
+def clip(text: str | None, limit: int | None) -> str | None:
+    if text is None or limit is None:
+        return text
+    return text[:limit]
+
+
+def split_outcomes(
+    items: Sequence[Item],
+    outcomes: Sequence[Outcome],
+    result_limit: int | None,
+    error_limit: int | None,
+    keys: KeyKind = INT_KEYS,
+    interval_us: tuple[int, int] = (0, 2**62),
+) -> tuple[list[tuple], list[tuple]]:
+    """(successes, failures) as rows for the JSON batches: (key, due_ms, text), texts clipped to
+    their columns; a success whose check asked for its own next interval (Recheck) gets it as a
+    fourth element, in microseconds, kept within interval_us = (min, max)."""
+    successes, failures = [], []
+    ref = keys.ref
+    low, high = interval_us
+    for item, outcome in zip(items, outcomes, strict=True):
+        if not outcome.ok:
+            failures.append((ref(item), item.due_ms, clip(outcome.text, error_limit)))
+        elif outcome.after is None:
+            successes.append((ref(item), item.due_ms, clip(outcome.text, result_limit)))
+        else:
+            after_us = min(max(round(outcome.after * 1_000_000), low), high)
+            successes.append((ref(item), item.due_ms, clip(outcome.text, result_limit), after_us))
+    return successes, failures
+
+
+class WriteBack:
+    def __init__(self, workload: Workload, db: Database):
+        self.workload = workload
+        self.db = db
+        self.rows = Rows(workload, db)
+        self.clock_offset_ms = 0.0  # database clock (DATETIME in the session time zone) minus this host's
+        self.epoch_offset_s = 0.0  # database clock (Unix seconds) minus this host's
+        self.clock_read_at = -CLOCK_REFRESH
+
+    def learn_table(self) -> None:
+        """Read the id column's type and the text columns' sizes (once, at start)."""
+        self.rows.table  # noqa: B018
+
+    @property
+    def keys(self) -> KeyKind:
+        """How this table's keys travel (read with the table at start)."""
+        return self.rows.keys
+
+    def _read_clock(self) -> None:
+        """Measure the database clock against this host's, once a minute.
+
+        Never raises: a lost connection keeps the last offsets, since a lateness figure or an
+        error's time must not stand between a written batch and its acknowledgement."""
+        if time.monotonic() - self.clock_read_at < CLOCK_REFRESH:
+            return
+        try:
+            before = time.time()
+            db_now, db_epoch = self.rows.clock()
+            host = (before + time.time()) / 2
+            self.clock_offset_ms = datetime_to_ms(db_now) - host * 1000
+            self.epoch_offset_s = float(db_epoch) - host
+        except DatabaseDown as error:
+            log.debug("database clock not read (%s); keeping the last offset", error)
+        self.clock_read_at = time.monotonic()
+
+    def db_now_ms(self, refresh: bool = True) -> float:
+        """The database clock as due times read it (ms), estimated from this host's. refresh:
+        False from a thread that must not touch this connection (the heartbeat)."""
+        if refresh:
+            self._read_clock()
+        return time.time() * 1000 + self.clock_offset_ms
+
+    def db_epoch(self) -> float:
+        """The database clock in Unix seconds, estimated from this host's."""
+        self._read_clock()
+        return time.time() + self.epoch_offset_s
+
+    def probe(self) -> None:
+        """Raise DatabaseDown (or DatabaseRefused) unless MySQL takes writes right now."""
+        self.rows.probe_writable()
+
+    def write(self, items: Sequence[Item], outcomes: Sequence[Outcome], retry: bool = False) -> Written:
+        """retry: an earlier attempt of this write lost its connection (see PATIENT_LOCK_WAITS)."""
+        return self._write_isolating(list(zip(items, outcomes, strict=True)), retry)
+
+    def _write_isolating(self, pairs: list[tuple[Item, Outcome]], retry: bool = False) -> Written:
+        """Write the pairs; where a column refuses a value, halve until each refusing row is alone."""
+        try:
+            return self._write(pairs, retry)
+        except RowsRefused as refused:
+            if len(pairs) > 1:
+                half = len(pairs) // 2
+                return self._write_isolating(pairs[:half]) + self._write_isolating(pairs[half:])
+            return self._refused_alone(pairs[0], refused)
+
+    def _refused_alone(self, pair: tuple[Item, Outcome], refused: RowsRefused) -> Written:
+        item, outcome = pair
+        if outcome.ok:  # the result was refused: the row fails with the server's reason
+            try:
+                return self._write([(item, Outcome(False, f"ResultRefused: the result column refused "
+                                                          f"the check's result: {refused}"))])  # fmt: skip
+            except RowsRefused as again:
+                refused = again
+        log.error("%srow %s: not even its failure can be stored (%s); left for a later cycle",
+                  self.workload.log_prefix, item.id, refused)  # fmt: skip
+        return Written(0, 0, 0, (item.entry,))
+
+    def _write(self, pairs: list[tuple[Item, Outcome]], retry: bool = False) -> Written:
+        """One transaction (one statement when all succeeded); if another transaction holds a
+        row, the rows nobody holds are locked first and written, the held ones deferred. A
+        retry after a lost connection first waits PATIENT_LOCK_WAITS lock waits for its rows."""
+        plan = self._plan(pairs)
+        if plan is None:
+            return NOTHING_WRITTEN
+        for attempt in range(1 + (PATIENT_LOCK_WAITS if retry else 0)):
+            try:
+                return self.db.run_in_transaction(plan.run, begin=plan.statements > 1)
+            except pymysql.err.MySQLError as error:
+                code = error_code(error)
+                if code in DATA_ERRORS:
+                    raise RowsRefused(str(error)) from error
+                if code not in (LOCK_WAIT_TIMEOUT, DEADLOCK):
+                    raise
+            if retry and attempt == 0:
+                log.warning("%srows of a write retried after a lost connection are still locked (the "
+                            "server rolling back the lost attempt?); waiting up to %d more lock waits",
+                            self.workload.log_prefix, PATIENT_LOCK_WAITS)  # fmt: skip
+        return self.db.run_in_transaction(lambda cursor: self._write_unlocked(cursor, pairs))
+
+    def _write_unlocked(self, cursor, pairs: list[tuple[Item, Outcome]]) -> Written:
+        keys = self.rows.keys
+        cursor.execute(*self.rows.lock_unlocked([keys.ref(item) for item, _ in pairs]))
+        locked = {row[0] for row in cursor.fetchall()}
+        held = tuple(item.entry for item, _ in pairs if item.id not in locked)
+        if held:
+            log.warning("%s%d rows are locked by another transaction; deferred to a later cycle",
+                        self.workload.log_prefix, len(held))  # fmt: skip
+        plan = self._plan([pair for pair in pairs if pair[0].id in locked])
+        return (plan.run(cursor) if plan else NOTHING_WRITTEN) + Written(0, 0, 0, held)
+
+    def _plan(self, pairs: list[tuple[Item, Outcome]]) -> WritePlan | None:
+        """The batch's statements, to run in one transaction (None: nothing to write)."""
+        workload, table = self.workload, self.rows.table
+        bounds = round(workload.min_interval * 1_000_000), round(workload.max_interval * 1_000_000)
+        successes, failures = split_outcomes(
+            [item for item, _ in pairs],
+            [outcome for _, outcome in pairs],
+            table.result_limit,
+            table.error_limit,
+            table.keys,
+            bounds,
+        )
+        if not successes and not failures:
+            return None
+        shown = None
+        if workload.changes:  # the keys as the feed shows them, in the order of the two lists
+            ordered = [item for item, outcome in pairs if outcome.ok] + [i for i, o in pairs if not o.ok]
+            shown = [str(table.keys.show(item.id)) for item in ordered]
+        return WritePlan(self.rows, successes, failures, shown)
+
+
+class WritePlan:
+    """One write-back's statements: [read the rows as they are,] the successes' UPDATE, the
+    failures' two UPDATEs[, the change feed's INSERT]; run(cursor) runs them in the caller's
+    transaction and counts what they did."""
+
+    def __init__(self, rows: Rows, successes: list[tuple], failures: list[tuple], shown: list[str] | None):
+        self.rows, self.successes, self.failures, self.shown = rows, successes, failures, shown
+        self.writes = ([rows.write_success(successes)] if successes else []) + (
+            rows.write_failures(failures) if failures else []
+        )
+        self.statements = len(self.writes) + (2 if shown is not None else 0)
+
+    def run(self, cursor) -> Written:
+        before = None
+        if self.shown is not None:
+            cursor.execute(*self.rows.read_before_write([row[:2] for row in self.successes + self.failures]))
+            before = {int(n): (result, fails) for n, result, fails in cursor.fetchall()}
+        counts = [cursor.execute(sql, args) for sql, args in self.writes]
+        succeeded = counts[0] if self.successes else 0
+        failed = counts[1 if self.successes else 0] if self.failures else 0
+        stale = len(self.successes) - succeeded + len(self.failures) - failed
+        recorded = 0
+        if before:
+            records = transitions(before, self.successes, self.failures, self.shown)
+            if records:
+                recorded = cursor.execute(*self.rows.record_changes(records))
+        return Written(succeeded, failed, stale, changes=recorded)
+
+
+def transitions(before: dict, successes: Sequence[tuple], failures: Sequence[tuple], shown: Sequence[str]):
+    """The change feed's records (key, old, new, old_failing, new_failing, error) of one write:
+    a success whose result differs from the stored one (compared exactly: 'UP' is not 'up'), or
+    that ends a failing streak; a failure that starts one (the stored result stays). before:
+    place in successes + failures (from 1) -> (stored result, fail count), for the rows the
+    write will touch (the others are fenced out and change nothing)."""
+    records = []
+    for place, row in enumerate(successes, 1):
+        if place in before:
+            old, fails = before[place]
+            old = old.decode("utf-8", "replace") if isinstance(old, bytes) else old
+            if fails or old != row[2]:
+                records.append((shown[place - 1], old, row[2], bool(fails), False, None))
+    for place, row in enumerate(failures, len(successes) + 1):
+        if place in before and not before[place][1]:
+            old = before[place][0]
+            old = old.decode("utf-8", "replace") if isinstance(old, bytes) else old
+            records.append((shown[place - 1], old, old, False, True, row[2]))
+    return records
