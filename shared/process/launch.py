@@ -17,10 +17,14 @@ from recheck.shared.config import ConfigError, Settings, export_dotenv, load_set
 from recheck.shared.mysql.db import DatabaseDown
 from recheck.shared.mysql.schema import SchemaProblem
 from recheck.shared.process.logs import setup_logging
+from recheck.shared.process.loop import stop_at_once_until_serving
 from recheck.shared.redis.connection import REDIS_DOWN
 from recheck.shared.workloads import load_workloads
 
 log = logging.getLogger("recheck")
+
+# The long-running roles: each installs its graceful stop once it is ready to serve.
+SERVICES = frozenset({"dispatcher", "worker", "run"})
 
 MYSQL_HINTS = {
     1049: "; check the database in RECHECK_MYSQL_URL (`recheck init-db --create` makes one)",
@@ -32,6 +36,8 @@ MYSQL_HINTS = {
 
 def launch(role: str, body: Callable[[Settings], int], overrides: dict | None = None) -> int:
     """Load the settings (exit 2 on a bad value), set up logging as `role`, run body(settings)."""
+    if role in SERVICES:
+        stop_at_once_until_serving()
     settings = load_settings(**(overrides or {}))
     export_dotenv()  # a check's own settings in .env reach it (and `recheck run`'s children)
     load_workloads(settings)  # a bad workloads file stops every command the same way: exit 2

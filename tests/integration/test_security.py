@@ -189,10 +189,12 @@ def test_the_documented_acl_user_runs_a_partitioned_workload_on_a_redis_cluster(
             write_slots=1,  # two workers, one slot: the slot script runs under the ACL too
             rate_limit=1_000_000,  # and the limits' (TIME): never binding
         )
-        seed_rows(settings, 1000, due_now=True)
         procs.start("dispatcher", settings)
-        procs.start("worker", settings)
-        procs.start("worker", settings)
+        workers = [procs.start("worker", settings) for _ in range(2)]
+        # Both workers serving before the rows come due, or a fast first worker checks them all
+        # alone (no slot is ever asked for) while the second is still starting.
+        wait_for(lambda: all(" started: " in procs.log_of(w) for w in workers), 30, "both workers started")
+        seed_rows(settings, 1000, due_now=True)
         conn = mariadb.connect(settings.mysql.database)
         wait_for(lambda: scalar(conn, NEVER_CHECKED) == 0, 30, "every row checked through the cluster")
         codes = procs.stop_all()

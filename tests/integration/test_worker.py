@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 
 import pytest
@@ -16,7 +17,7 @@ from recheck.workers.checks import Outcome
 from recheck.workers.writing.writeback import Written
 from tests.support import checks
 from tests.support.helpers import dispatch_all, make_store, query, run_in_thread, scalar, seed_rows
-from tests.support.servers import wait_for
+from tests.support.servers import free_port, wait_for
 
 
 def rows(sql, where: str = "1=1") -> list[tuple]:
@@ -277,3 +278,16 @@ def test_a_check_whose_library_logs_every_call_at_info_adds_nothing_to_the_worke
     assert "started:" in log and "stopped: " in log  # recheck's own INFO lines stay
     assert "GET http://target/" not in log  # 40+ INFO lines of the check's library: none
     assert "chatty warning for row 1" in log  # its warnings still show
+
+
+def test_a_stop_while_still_starting_is_a_clean_stop(make_settings, procs):
+    """A dispatcher or worker stopped before it serves (here: still waiting for its Redis) holds
+    nothing yet, so SIGTERM ends it at once with exit 0, not death by the signal (exit -15, 143 in
+    a container: `docker compose stop` right after `up`)."""
+    settings = make_settings(redis_url=f"redis://127.0.0.1:{free_port()}/0")
+    starting = [procs.start(role, settings) for role in ("dispatcher", "worker")]
+    wait_for(lambda: all("unreachable" in procs.log_of(p) for p in starting), 20, "both waiting for Redis")
+    for process in starting:
+        process.send_signal(signal.SIGTERM)
+    assert [process.wait(timeout=5) for process in starting] == [0, 0], procs.logs()
+    assert "Traceback" not in procs.logs()
