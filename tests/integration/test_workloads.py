@@ -315,20 +315,24 @@ def test_two_dispatchers_split_the_workloads_and_take_over_each_others(make_sett
     )
 
 
-def test_one_table_reached_by_two_spellings_of_its_server_is_refused(settings, mariadb, tmp_path):
-    """127.0.0.1:PORT and the server's socket are one server: two workloads there on one table would
-    check every row twice per due time. The check asks the servers what they are."""
-    socket = mariadb.socket
+@pytest.mark.parametrize("spelling", ["socket", "localhost"])
+def test_one_table_reached_by_two_spellings_of_its_server_is_refused(settings, mariadb, tmp_path, spelling):
+    """127.0.0.1:PORT, localhost:PORT and the server's socket are one server: two workloads there on
+    one table would check every row twice per due time. The check asks the servers what they are."""
     database = settings.mysql.database
+    other = {
+        "socket": f"mysql://root@localhost/{database}?unix_socket={mariadb.socket}",
+        "localhost": f"mysql://root@localhost:{mariadb.port}/{database}",
+    }[spelling]
+    assert "127.0.0.1" in settings.mysql_url
     (tmp_path / "recheck.toml").write_text(
         f'[workloads.tcp]\ntable = "user_block_status"\n\n'
-        f'[workloads.socket]\ntable = "user_block_status"\n'
-        f'mysql_url = "mysql://root@localhost/{database}?unix_socket={socket}"\n'
+        f'[workloads.{spelling}]\ntable = "user_block_status"\nmysql_url = "{other}"\n'
     )
     env = {"RECHECK_CONFIG": str(tmp_path / "recheck.toml")}
     config = recheck("config", settings=settings, env=env)
     assert config.returncode == 2, config.stdout + config.stderr
-    assert "workload 'socket' keeps the same table as workload 'tcp'" in config.stdout
+    assert f"workload '{spelling}' keeps the same table as workload 'tcp'" in config.stdout
     worker = recheck("worker", settings=settings, env=env)
     assert worker.returncode == 2 and "keeps the same table as workload 'tcp'" in worker.stderr, worker.stderr
 
