@@ -278,7 +278,7 @@ class WorkloadFields(BaseModel):
 
     # What to do and how often. A row's next due time is NOW() + interval, or + the seconds in
     # its interval_column (NULL: interval), or + what its check returned as Recheck(after=...),
-    # kept within [min_interval, max_interval]; failures keep their retry backoff.
+    # kept within [min_interval, max_interval]; after a failure too, unless retry = "backoff".
     interval: Seconds = 10.0
     interval_column: Annotated[str, AfterValidator(_optional_identifier)] = ""
     min_interval: Annotated[float, Field(ge=0, le=86_400 * 365)] = 0.0

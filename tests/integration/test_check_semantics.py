@@ -171,6 +171,24 @@ def test_slow_checks_in_flight_are_being_checked_not_late(make_settings, sql, pr
         assert time.monotonic() < deadline, text.stdout
 
 
+def test_checks_running_past_their_timeout_are_told_apart(make_settings, sql, procs):
+    """A plain (thread) check that outlives its timeout cannot be interrupted: its row fails and
+    its thread runs on. status counts those apart from rows in flight, and stays fresh."""
+    settings = make_settings(concurrency=10, check_timeout=1.0, interval=60, failing_threshold=0.5)
+    seed_rows(settings, 12, due_now=True)
+    env = {"RECHECK_CHECK": "tests.support.checks:first_two_hang_sync", "TEST_CHECK_SLEEP": "30"}
+    procs.start("dispatcher", settings)
+    procs.start("worker", settings, env=env)
+    failed = "SELECT COUNT(*) FROM user_block_status WHERE last_error LIKE 'TimeoutError%'"
+    wait_for(lambda: scalar(sql, failed) == 2, 15, "the two hung rows to fail")
+    facts = wait_for(lambda: (f := only_workload(recheck("status", "--json", settings=settings).stdout))
+                     and f["checks_past_timeout"] == 2 and f, 10, "the abandoned checks counted")  # fmt: skip
+    assert facts["fresh"] and facts["overdue_waiting"] == 0
+    text = recheck("status", settings=settings)
+    assert text.returncode == 0, text.stdout
+    assert "2 checks ran past their timeout and were abandoned" in text.stdout, text.stdout
+
+
 def test_a_workload_says_which_share_of_failing_checks_is_normal(make_settings, make_worker):
     lenient = make_settings(failing_threshold=0.6)
     seed_rows(lenient, 40, due_now=True)
