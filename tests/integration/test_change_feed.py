@@ -225,6 +225,34 @@ def test_trimmed_to_changes_keep_and_a_reader_starts_at_the_oldest_kept(watched,
     db.close()
 
 
+def statements(sql) -> int:
+    """Statements that read or write rows, run on this server so far (every connection)."""
+    names = "'Com_select', 'Com_insert', 'Com_update', 'Com_update_multi', 'Com_delete', 'Com_insert_select'"
+    found = query(sql, f"SHOW GLOBAL STATUS WHERE Variable_name IN ({names})")
+    return sum(int(value) for _, value in found)
+
+
+def test_the_feed_costs_the_same_few_statements_per_batch_whatever_its_size(settings, make_worker, sql):
+    """Reading the old results and recording the changes is a constant number of statements per
+    write-back, not one per row: a batch of 400 changes costs what a batch of 10 does."""
+    watched = monitors(settings, worker_batch=400, worker_take_max=400, write_slots=0)
+    rows = ", ".join(f"({i}, 'http://up.example/')" for i in range(1, 401))
+    prepare(watched, MONITORS, f"INSERT INTO monitors (id, url) VALUES {rows}")
+    worker, client = make_worker(watched, url_states), Client(settings=watched)
+    drain(worker, watched)  # first results; and whatever a worker does once
+    cost = {}
+    for size, label in ((10, "down"), (400, "slow"), (10, "up")):  # every row of each batch changes
+        set_urls(sql, range(1, size + 1), f"http://{label}.example/")
+        dispatch_all(watched)
+        before = statements(sql)
+        worker.poll()  # one take, one batch, one write-back
+        cost.setdefault(size, []).append(statements(sql) - before)
+    assert len(feed(client)) == 400 + 10 + 400 + 10  # every change recorded
+    print(f"statements per take with changes (columns read, locked read, writes, feed): {cost}")
+    # The columns' read, the locked read of the old results, the UPDATE, the feed's INSERT.
+    assert cost == {10: [4, 4], 400: [4]}, cost
+
+
 def test_a_workload_without_changes_has_no_feed(settings):
     with pytest.raises(ConfigError, match="changes = true"):
         next(Client(settings=settings).changes())

@@ -96,6 +96,14 @@ def test_the_dashboard_shows_freshness_first_and_updates_live(make_settings, pro
     where = page.locator("#row-facts dd[data-field=where]").inner_text()
     assert any(word in where for word in ("waiting", "queued", "in flight", "due")), where
     assert int(page.locator("#row-facts dd[data-field=check_count]").inner_text()) >= 1
+    # No RECHECK_DASHBOARD_TOKEN here: read-only. No token field, no action buttons in the row
+    # view, and the server refuses an action whatever header it carries.
+    assert page.locator("#token").is_hidden() and page.locator("#row-actions button").count() == 0
+    guess = {"Content-Type": "application/json", "X-Recheck-Token": "guess"}
+    pause = b'{"action": "pause", "ids": ["5"]}'
+    action = urllib.request.Request(url + "api/action", method="POST", data=pause, headers=guess)
+    with pytest.raises(urllib.error.HTTPError, match="405"):
+        urllib.request.urlopen(action, timeout=10)
     page.locator("#search-id").fill("999999")
     page.locator("#search button").click()
     page.locator("#row-title", has_text="no row with id '999999'").wait_for(timeout=5_000)
