@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 IDLE_WAIT = 1.0  # seconds a blocking wait for work lasts when the queue is empty
 RATE_WAIT_MAX = 1.0  # seconds slept at most for the rate limit's tokens before asking again
-ROOM_RETRY = 0.05  # seconds between takes while max_in_flight checks are running elsewhere
+ROOM_RETRY = 0.05  # seconds between takes while max_in_flight checks run elsewhere (ours wake us)
 LIMITED_RECENTLY = 5.0  # seconds after the limits last held a take back that it counts as limited
 
 
@@ -80,6 +80,10 @@ class Intake:
         if self.metrics is not None:
             self.metrics.limit_wait.labels(reason).inc(seconds)
         return seconds
+
+    def waiting_for_room(self) -> bool:
+        """The last take was held back by max_in_flight (checks running, here or elsewhere)."""
+        return self.limited == ROOM_WAIT
 
     def limited_by(self) -> str:
         """ "rate" or "in_flight" if the limits held a take back in the last few seconds, else ""."""

@@ -202,6 +202,10 @@ class RowLoop(CheckLoop):
 
     def harvest(self) -> None:
         done, self.completed = self.completed, []
+        if done and self.intake.waiting_for_room():
+            # max_in_flight held our last take back, and our own checks just made room: ask now
+            # rather than at the next retry (the take reports how many we still run).
+            self.next_take = 0.0
         for task in done:
             item = self.pending.pop(task, None)
             if item is not None and not task.cancelled():

@@ -93,7 +93,9 @@ def test_max_in_flight_20_over_three_workers_counted_by_the_check(make_settings,
     rate = (int(counter.get("test:done")) - done) / (time.monotonic() - begin)
     print(f"max_in_flight 20: most at once {int(counter.get('test:most'))}, {rate:.1f} checks/s of 0.2 s")
     assert int(counter.get("test:most")) <= 20
-    assert rate >= 0.5 * 20 / 0.2, rate  # the limit is used: at least half of 20 checks per 0.2 s
+    # The limit is used: a worker whose own check ends takes again at once (76/s of the 100/s that
+    # 20 slots allow when it waited out its 50 ms retry instead; 95-96/s with it, alone).
+    assert rate >= 0.85 * 20 / 0.2, rate
 
 
 def test_a_worker_killed_holding_its_share_gives_it_to_the_others(make_settings, procs, redis_server):
