@@ -79,8 +79,10 @@ def due_expressions(workload: Workload) -> dict[str, str]:
     a failure (the row's interval, or with `retry = "backoff"` retry_base doubling with each
     failure in a row, at most retry_max and never later than the row's interval)."""
     seed = "CONCAT(v.row_key, ':', v.due_ms)"
-    after_success = jittered_us(f"COALESCE(v.after_us, {row_interval_us(workload)})", seed)
-    after_failure = jittered_us(row_interval_us(workload), seed)
+    after_success = f"COALESCE(v.after_us, {row_interval_us(workload)})"
+    after_failure = row_interval_us(workload)
+    if workload.jitter:  # jitter = 0: not even the hash per row
+        after_success, after_failure = jittered_us(after_success, seed), jittered_us(after_failure, seed)
     if workload.retry == "backoff":
         backoff = "LEAST(%(retry_max_ms)s, %(retry_base_ms)s << LEAST(GREATEST(t.{fails}, 1) - 1, 40)) * 1000"
         after_failure = f"LEAST({backoff}, {after_failure})"
