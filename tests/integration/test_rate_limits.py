@@ -18,7 +18,7 @@ import pytest
 
 from recheck.shared.redis.limits import partition_limits
 from tests.support.helpers import make_store, query, recheck, scalar, seed_rows
-from tests.support.servers import wait_for
+from tests.support.servers import RedisCluster, wait_for
 
 pytestmark = pytest.mark.serial  # rates and counts: alone, not beside other tests (make test)
 STAMPED = {"RECHECK_CHECK": "tests.support.checks:stamped"}
@@ -50,9 +50,27 @@ def start_limited(procs, settings, record: Path, workers: int = 3, env: dict | N
     return [procs.start("worker", settings, env=environment) for _ in range(workers)]
 
 
-@pytest.mark.parametrize("partitions", [1, 3])
-def test_three_workers_keep_to_200_checks_a_second(make_settings, procs, tmp_path, partitions):
-    settings = make_settings(interval=3600, rate_limit=200, partitions=partitions, worker_batch=500)
+@pytest.fixture(params=["one Redis, 1 partition", "one Redis, 3 partitions", "a Redis Cluster, 3 partitions"])
+def limited_redis(request, tmp_path):
+    """(redis_url or None for the test's own Redis, partitions): on a cluster each partition's
+    share of the limit is kept on the master that owns its slots."""
+    if "Cluster" not in request.param:
+        yield None, int(request.param.split(", ")[1][0])
+        return
+    cluster = RedisCluster(tmp_path / "cluster", masters=3, replicas=0)
+    cluster.start()
+    try:
+        yield f"redis://127.0.0.1:{cluster.nodes[0].port}/0", 3
+    finally:
+        cluster.kill()
+
+
+def test_three_workers_keep_to_200_checks_a_second(make_settings, procs, tmp_path, limited_redis):
+    redis_url, partitions = limited_redis
+    on = {"redis_url": redis_url} if redis_url else {}
+    settings = make_settings(interval=3600, rate_limit=200, partitions=partitions, worker_batch=500, **on)
+    tmp_path = tmp_path / "stamps"
+    tmp_path.mkdir()
     seed_rows(settings, int(400 + 300 * WINDOW), due_now=True)  # more than WINDOW at 200/s: it binds
     start_limited(procs, settings, tmp_path)
     wait_for(lambda: len(stamps(tmp_path)) >= 400, 15, "the first checks")
@@ -63,7 +81,8 @@ def test_three_workers_keep_to_200_checks_a_second(make_settings, procs, tmp_pat
     rate = len(times) / WINDOW
     burst = partition_limits(200, 0, partitions)[0].burst * partitions  # one grant, all partitions
     per_worker = sorted(len(file.read_text().splitlines()) for file in tmp_path.glob("*.stamps"))
-    print(f"rate_limit 200, {partitions} partition(s): {rate:.1f} checks/s over {WINDOW} s, busiest second "
+    where = f"{'a cluster, ' if redis_url else ''}{partitions} partition(s)"
+    print(f"rate_limit 200, {where}: {rate:.1f} checks/s over {WINDOW} s, busiest second "
           f"{busiest_second(times)}, per worker {per_worker}")  # fmt: skip
     assert 200 * 0.95 <= rate <= 200 * 1.02, rate  # within a few % of the limit
     assert busiest_second(times) <= 200 + burst, busiest_second(times)  # never above by more than a grant
