@@ -69,24 +69,24 @@ def test_three_workers_keep_to_200_checks_a_second(make_settings, procs, tmp_pat
     redis_url, partitions = limited_redis
     on = {"redis_url": redis_url} if redis_url else {}
     settings = make_settings(interval=3600, rate_limit=200, partitions=partitions, worker_batch=500, **on)
-    tmp_path = tmp_path / "stamps"
-    tmp_path.mkdir()
+    record = tmp_path / "stamps"  # apart from the cluster's folders
+    record.mkdir()
     seed_rows(settings, int(400 + 300 * WINDOW), due_now=True)  # more than WINDOW at 200/s: it binds
-    start_limited(procs, settings, tmp_path)
-    wait_for(lambda: len(stamps(tmp_path)) >= 400, 15, "the first checks")
+    start_limited(procs, settings, record)
+    wait_for(lambda: len(stamps(record)) >= 400, 15, "the first checks")
     begin = time.time()
     time.sleep(WINDOW)
     status = recheck("status", settings=settings).stdout
-    times = [t for t in stamps(tmp_path) if begin <= t < begin + WINDOW]
+    times = [t for t in stamps(record) if begin <= t < begin + WINDOW]
     rate = len(times) / WINDOW
     burst = partition_limits(200, 0, partitions)[0].burst * partitions  # one grant, all partitions
-    per_worker = sorted(len(file.read_text().splitlines()) for file in tmp_path.glob("*.stamps"))
+    per_worker = sorted(len(file.read_text().splitlines()) for file in record.glob("*.stamps"))
     where = f"{'a cluster, ' if redis_url else ''}{partitions} partition(s)"
     print(f"rate_limit 200, {where}: {rate:.1f} checks/s over {WINDOW} s, busiest second "
           f"{busiest_second(times)}, per worker {per_worker}")  # fmt: skip
     assert 200 * 0.95 <= rate <= 200 * 1.02, rate  # within a few % of the limit
     assert busiest_second(times) <= 200 + burst, busiest_second(times)  # never above by more than a grant
-    by_worker = [len(f.read_text().splitlines()) for f in tmp_path.glob("*.stamps")]
+    by_worker = [len(f.read_text().splitlines()) for f in record.glob("*.stamps")]
     assert len(by_worker) == 3 and min(by_worker) > 0.2 * sum(by_worker), by_worker  # fair enough
     assert "rate-limited" in status and "workers are behind" not in status, status
 
