@@ -82,7 +82,9 @@ def due_expressions(workload: Workload) -> dict[str, str]:
     after_success = f"COALESCE(v.after_us, {row_interval_us(workload)})"
     after_failure = row_interval_us(workload)
     if workload.jitter:  # jitter = 0: not even the hash per row
-        after_success, after_failure = jittered_us(after_success, seed), jittered_us(after_failure, seed)
+        after_failure = jittered_us(after_failure, seed)
+        if workload.interval_column:  # else the worker sends each success's jittered interval
+            after_success = jittered_us(after_success, seed)  # (writeback.NextDue): cheaper there
     if workload.retry == "backoff":
         backoff = "LEAST(%(retry_max_ms)s, %(retry_base_ms)s << LEAST(GREATEST(t.{fails}, 1) - 1, 40)) * 1000"
         after_failure = f"LEAST({backoff}, {after_failure})"

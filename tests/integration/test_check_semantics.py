@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import zlib
 from types import MappingProxyType
 
 import pytest
@@ -211,6 +212,21 @@ def test_jitter_spreads_rows_that_came_due_together(make_settings, make_worker, 
     gaps = [float(g) for (g,) in query(sql, f"SELECT {gap} FROM user_block_status")]
     assert min(gaps) >= 9.5 - 0.01 and max(gaps) <= 10.0  # never later than the interval
     assert max(gaps) - min(gaps) > 0.4  # spread over most of the 5 % (0.5 s)
+
+
+@pytest.mark.parametrize("ok", [True, False], ids=["success", "failure"])
+def test_a_row_gets_the_same_jitter_from_the_worker_or_the_sql(make_settings, make_worker, sql, ok):
+    """A success's jitter is computed by the worker (cheaper than a hash per row in MySQL), a
+    failure's by the SQL: one rule, the share of CRC32("key:due_ms") in both."""
+    settings = make_settings(interval=10.0, jitter=0.5)  # a wide jitter: any difference shows
+    seed_rows(settings, 50, due_now=True)
+    dispatched = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01', next_check_at) DIV 1000"
+    due_ms = {key: int(ms) for key, ms in query(sql, f"SELECT user_id, {dispatched} FROM user_block_status")}
+    drain(make_worker(settings, checks.ok if ok else checks.always_raises), settings)
+    gap = "TIMESTAMPDIFF(MICROSECOND, checked_at, next_check_at)"
+    for key, got in query(sql, f"SELECT user_id, {gap} FROM user_block_status"):
+        share = zlib.crc32(f"{key}:{due_ms[key]}".encode()) / 4294967296
+        assert abs(got - 10_000_000 * (1 - 0.5 * share)) <= 1000, (key, got)  # NOW(3): ms precision
 
 
 def test_init_db_spreads_each_row_over_its_own_interval(settings, sql):

@@ -6,7 +6,7 @@ import pytest
 
 from recheck.shared.mysql.entries import Item
 from recheck.workers.checks import CheckShapeError, Outcome, batch_outcomes, check_kind, per_row
-from recheck.workers.writing.writeback import split_outcomes
+from recheck.workers.writing.writeback import NextDue, split_outcomes
 
 
 def test_batch_outcomes_accepts_list_or_dict_and_maps_types():
@@ -59,3 +59,21 @@ def test_split_outcomes_clips_texts_to_their_columns():
     )
     assert successes == [(1, 5, "abc")]
     assert failures == [(2, 6, "E" * 10)]
+
+
+def test_a_success_is_jittered_in_the_batch_within_its_bounds():
+    """Without an interval column the worker sends each success's next interval, up to `jitter`
+    of it earlier (never below the minimum); Recheck(after=) is jittered the same way."""
+    items = [Item(f"{i}:1000".encode(), i, 1000) for i in range(200)]
+    due = NextDue(low=9_600_000, high=100_000_000, interval_us=10_000_000, jitter=0.05)
+    successes, _ = split_outcomes(items, [Outcome(True, "ok")] * 200, None, None, due=due)
+    gaps = [row[3] for row in successes]
+    assert min(gaps) >= 9_600_000 and max(gaps) <= 10_000_000 and max(gaps) - min(gaps) > 300_000
+    again, _ = split_outcomes(items, [Outcome(True, "ok")] * 200, None, None, due=due)
+    assert again == successes  # the same on a retried write
+    later, _ = split_outcomes(
+        [Item(b"7:2000", 7, 2000)], [Outcome(True, "ok", after=50.0)], None, None, due=due
+    )
+    assert 47_500_000 <= later[0][3] <= 50_000_000
+    plain, _ = split_outcomes(items[:1], [Outcome(True, "ok")], None, None, due=NextDue(interval_us=10**7))
+    assert plain == [(0, 1000, "ok")]  # no jitter: the SQL's own interval

@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from zlib import crc32
 
 import pymysql
 
@@ -79,28 +80,58 @@ def clip(text: str | None, limit: int | None) -> str | None:
     return text[:limit]
 
 
+@dataclass(frozen=True)
+class NextDue:
+    """How a success's next interval travels in the batch (microseconds). jitter > 0: computed
+    here, up to `jitter` of it earlier by the same hash the SQL uses for failures (CRC32 of
+    "key:due_ms": another share every cycle, the same on a retried write), never below the
+    minimum; a per-row hash in the UPDATE cost MySQL about 1.3 us a row (docs/performance.md).
+    interval_us None: the row's interval is in SQL (an interval column); only Recheck(after=)
+    travels."""
+
+    low: int = 0  # min_interval
+    high: int = 2**62  # max_interval
+    interval_us: int | None = None
+    jitter: float = 0.0
+
+
+def jittered(ref, due_ms: int, interval_us: int, due: NextDue) -> int:
+    share = crc32(f"{ref}:{due_ms}".encode()) / 4294967296
+    return max(due.low, round(interval_us * (1 - due.jitter * share)))
+
+
 def split_outcomes(
     items: Sequence[Item],
     outcomes: Sequence[Outcome],
     result_limit: int | None,
     error_limit: int | None,
     keys: KeyKind = INT_KEYS,
-    interval_us: tuple[int, int] = (0, 2**62),
+    due: NextDue = NextDue(),
 ) -> tuple[list[tuple], list[tuple]]:
     """(successes, failures) as rows for the JSON batches: (key, due_ms, text), texts clipped to
-    their columns; a success whose check asked for its own next interval (Recheck) gets it as a
-    fourth element, in microseconds, kept within interval_us = (min, max)."""
+    their columns; a success gets its next interval as a fourth element, in microseconds, when
+    its check asked for one (Recheck, kept within [due.low, due.high]) or when it is jittered
+    here (see NextDue)."""
     successes, failures = [], []
     ref = keys.ref
-    low, high = interval_us
+    low, high = due.low, due.high
+    here = due.interval_us is not None and due.jitter > 0
     for item, outcome in zip(items, outcomes, strict=True):
         if not outcome.ok:
             failures.append((ref(item), item.due_ms, clip(outcome.text, error_limit)))
-        elif outcome.after is None:
-            successes.append((ref(item), item.due_ms, clip(outcome.text, result_limit)))
-        else:
+            continue
+        text = clip(outcome.text, result_limit)
+        if outcome.after is not None:
             after_us = min(max(round(outcome.after * 1_000_000), low), high)
-            successes.append((ref(item), item.due_ms, clip(outcome.text, result_limit), after_us))
+        elif here:
+            after_us = due.interval_us
+        else:
+            successes.append((ref(item), item.due_ms, text))
+            continue
+        key = ref(item)
+        if here:
+            after_us = jittered(key, item.due_ms, after_us, due)
+        successes.append((key, item.due_ms, text, after_us))
     return successes, failures
 
 
@@ -109,6 +140,12 @@ class WriteBack:
         self.workload = workload
         self.db = db
         self.rows = Rows(workload, db)
+        self.next_due = NextDue(
+            low=round(workload.min_interval * 1_000_000),
+            high=round(workload.max_interval * 1_000_000),
+            interval_us=None if workload.interval_column else round(workload.interval * 1_000_000),
+            jitter=workload.jitter,
+        )
         self.clock_offset_ms = 0.0  # database clock (DATETIME in the session time zone) minus this host's
         self.epoch_offset_s = 0.0  # database clock (Unix seconds) minus this host's
         self.clock_read_at = -CLOCK_REFRESH
@@ -217,14 +254,13 @@ class WriteBack:
     def _plan(self, pairs: list[tuple[Item, Outcome]]) -> WritePlan | None:
         """The batch's statements, to run in one transaction (None: nothing to write)."""
         workload, table = self.workload, self.rows.table
-        bounds = round(workload.min_interval * 1_000_000), round(workload.max_interval * 1_000_000)
         successes, failures = split_outcomes(
             [item for item, _ in pairs],
             [outcome for _, outcome in pairs],
             table.result_limit,
             table.error_limit,
             table.keys,
-            bounds,
+            self.next_due,
         )
         if not successes and not failures:
             return None
