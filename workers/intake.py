@@ -9,6 +9,7 @@ keys: shared/mysql/keytypes.py), anything else is set aside as malformed.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 
@@ -34,6 +35,7 @@ class Intake:
         self.limited = 0.0  # the last take's Taken.limited: how long the limits ask us to wait
         self.limited_at: dict[str, float] = {}  # reason ("rate", "in_flight") -> when it last held us back
         self.limits = any(limit.limited for limit in store.limits)
+        self.took = threading.Event()  # set by a take that brought entries: the heartbeat tells soon
 
     def take(
         self, limit: int, in_hand: Callable[[], set[bytes]] = frozenset, running: int = 0
@@ -46,6 +48,8 @@ class Intake:
         try:
             taken = self.store.take(self.worker_id, limit, running)
             entries, self.limited = taken.entries, taken.limited
+            if entries:
+                self.took.set()
             if self.limits and entries and self.metrics is not None:
                 self.metrics.limit_granted.inc(len(entries))
         except REDIS_DOWN:

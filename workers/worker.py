@@ -19,6 +19,7 @@ import contextlib
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from recheck.shared.config import ConfigError, Settings, Workload
@@ -34,6 +35,7 @@ from recheck.workers.turns import Turns
 
 log = logging.getLogger(__name__)
 
+EARLY_BEAT = 0.1  # seconds: how soon after a take its lane beats again (at most this often)
 DESCRIPTION = "Run one worker: take due ids, run the check, write results back (RECHECK_* variables)."
 
 
@@ -136,12 +138,23 @@ class Worker(Service):
             lane.beat()
 
     def _heartbeat_loop(self) -> None:
+        """A full beat every heartbeat_interval; between them, a lane that took rows beats again
+        within EARLY_BEAT, so that `status` knows those rows are in flight before one of them can
+        pass 1 s overdue unreported (it would count as waiting for a worker)."""
         failures: set[str] = set()  # what went wrong in a beat already (logged once each)
-        while not self._heartbeat_stop.wait(self.deployment.heartbeat_interval):
+        interval = self.deployment.heartbeat_interval
+        next_full = time.monotonic() + interval
+        while not self._heartbeat_stop.wait(min(EARLY_BEAT, interval)):
+            full = time.monotonic() >= next_full
+            if full:
+                next_full = time.monotonic() + interval
             for lane in self.lanes:
+                if not (full or lane.intake.took.is_set()):
+                    continue
+                lane.intake.took.clear()
                 # The lane's loop logs an outage; the key is set again once Redis is back.
                 try:
-                    self._beat_lane(lane)
+                    self._beat_lane(lane) if full else lane.beat()
                 except REDIS_DOWN:
                     pass
                 except Exception as error:  # a bug must not end the heartbeat: the beats would stop

@@ -172,6 +172,23 @@ def test_slow_checks_in_flight_are_being_checked_not_late(make_settings, sql, pr
         assert time.monotonic() < deadline, text.stdout
 
 
+def test_rows_just_taken_are_in_flight_for_status_before_the_next_full_heartbeat(make_settings, sql, procs):
+    """Workers tell status which rows they hold in their heartbeats. A row taken just after a beat
+    must not pass 1 s overdue unreported (counted as waiting: NOT FRESH): a lane that took rows
+    beats again at once. Heartbeats 5 s apart here, so only that early beat can tell."""
+    beats = {"heartbeat_interval": 5.0, "heartbeat_ttl": 15.0, "leader_ttl": 15.0}
+    settings = make_settings(**beats, concurrency=50, interval=60)
+    worker = procs.start("worker", settings, env={"RECHECK_CHECK": "tests.support.checks:slow_row",
+                                                  "TEST_CHECK_SLEEP": "4"})  # fmt: skip
+    wait_for(lambda: " started: " in procs.log_of(worker), 20, "the worker serving (its first beat sent)")
+    seed_rows(settings, 20, due_now=True)
+    procs.start("dispatcher", settings)
+    facts = wait_for(lambda: (f := only_workload(recheck("status", "--json", settings=settings).stdout))
+                     and f["overdue_1s"] >= 20 and f, 10, "the rows past 1 s overdue, in flight")  # fmt: skip
+    assert facts["overdue_waiting"] == 0 and facts["overdue_in_flight"] == 20, facts
+    assert facts["fresh"]
+
+
 def test_checks_running_past_their_timeout_are_told_apart(make_settings, sql, procs):
     """A plain (thread) check that outlives its timeout cannot be interrupted: its row fails and
     its thread runs on. status counts those apart from rows in flight, and stays fresh."""
