@@ -250,7 +250,7 @@ class Runner:
         named = f"workload {workload.name}: " if len(self.workloads) > 1 else ""
         try:
             facts = gather(workload, db, store)
-            age = self.stale_age_s(workload)
+            age = self.stale_age_s(facts)
             stale = Rows(workload, db).count_stale(age)
         except (DatabaseDown, *REDIS_DOWN) as error:
             self.out.write(f"{named}summary unavailable: {error}\n")
@@ -260,7 +260,7 @@ class Runner:
         lines = [
             f"{named}ran {elapsed:.0f} s: {counters.get('checked', 0):,} checks written, "
             f"{counters.get('failed', 0):,} failed, {counters.get('stale', 0):,} fenced out as stale",
-            f"rows {facts['rows']:,}; no successful check in the last {age:g} s: {stale:,}; "
+            f"rows {facts['rows']:,}; not attempted in the last {age:g} s: {stale:,}; "
             f"failing now: {facts['failing_rows']:,}",
             f"now: {verdict(facts)}",
         ]
@@ -269,9 +269,11 @@ class Runner:
         self.out.write("\n".join(lines) + "\n")
         return facts["fresh"]
 
-    def stale_age_s(self, workload: Workload) -> float:
-        """A row is stale if its last check is older than one interval plus 1 s of lateness."""
-        return workload.interval + 1.0
+    def stale_age_s(self, facts: dict) -> float:
+        """A row is stale if its last attempt (checked_at: a success or a failure) is older than
+        one interval, the longest of any row's with an interval column, plus 1 s of lateness."""
+        _, longest = facts.get("interval_range_s") or (facts["interval_s"], facts["interval_s"])
+        return round(longest + 1.0, 3)
 
     def stop_children(self) -> list[tuple[str, int]]:
         alive = [c for c in self.children if c.process and c.process.poll() is None]
