@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import signal
 import sys
@@ -170,7 +171,9 @@ def test_ctrl_c_on_a_terminal_stops_run_gracefully_with_its_summary(make_setting
     pid, terminal = pty.fork()
     if pid == 0:  # the child: `recheck run` on the terminal
         os.execve(sys.executable, [sys.executable, "-m", "recheck", "run", "--workers", "1"], env)
-    shown = read_terminal(terminal, until=b"workers 1", seconds=30)
+    # Typed once rows are being checked: the dispatcher and the worker both serve (a loaded
+    # machine may show "workers 1" before the dispatcher has started).
+    shown = read_terminal(terminal, until=re.compile(rb"\]\s+[1-9][\d,]* checks/s"), seconds=30)
     os.write(terminal, b"\x03")  # Ctrl-C, typed
     shown += read_terminal(terminal, until=None, seconds=30)
     _, status = os.waitpid(pid, 0)
@@ -180,10 +183,10 @@ def test_ctrl_c_on_a_terminal_stops_run_gracefully_with_its_summary(make_setting
     assert "Traceback" not in text and "KeyboardInterrupt" not in text
 
 
-def read_terminal(terminal: int, until: bytes | None, seconds: float) -> bytes:
-    """What the terminal shows until `until` appears (None: until the program ends)."""
+def read_terminal(terminal: int, until: re.Pattern | None, seconds: float) -> bytes:
+    """What the terminal shows until `until` matches it (None: until the program ends)."""
     shown, deadline = b"", time.monotonic() + seconds
-    while time.monotonic() < deadline and (until is None or until not in shown):
+    while time.monotonic() < deadline and (until is None or not until.search(shown)):
         if select.select([terminal], [], [], 0.2)[0]:
             try:
                 data = os.read(terminal, 65536)
