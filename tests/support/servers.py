@@ -276,6 +276,8 @@ class RedisCluster:
         self.nodes: list[RedisServer] = []
         for _ in range(masters * (1 + replicas)):
             port = cluster_port()
+            while port in {node.port for node in self.nodes}:  # a port the OS handed out twice:
+                port = cluster_port()  # two nodes would share a folder and its nodes.conf lock
             extra = (
                 "--cluster-enabled", "yes",
                 "--cluster-config-file", f"nodes-{port}.conf",
