@@ -117,18 +117,18 @@ def split_outcomes(
     low, high = due.low, due.high
     here = due.interval_us is not None and due.jitter > 0
     for item, outcome in zip(items, outcomes, strict=True):
+        key = ref(item)
         if not outcome.ok:
-            failures.append((ref(item), item.due_ms, clip(outcome.text, error_limit)))
+            failures.append((key, item.due_ms, clip(outcome.text, error_limit)))
             continue
         text = clip(outcome.text, result_limit)
         if outcome.after is not None:
             after_us = min(max(round(outcome.after * 1_000_000), low), high)
         elif here:
             after_us = due.interval_us
-        else:
-            successes.append((ref(item), item.due_ms, text))
+        else:  # the SQL's own interval
+            successes.append((key, item.due_ms, text))
             continue
-        key = ref(item)
         if here:
             after_us = jittered(key, item.due_ms, after_us, due)
         successes.append((key, item.due_ms, text, after_us))
