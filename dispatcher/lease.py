@@ -1,14 +1,17 @@
 """The dispatcher leader lease: several dispatchers may run, exactly one dispatches.
 
-The leader renews a Redis key with a TTL from its dispatch loop; a standby tries to take it
-every heartbeat. A leader that stops renewing (killed, paused, stuck on a dead server) loses it
-within RECHECK_LEADER_TTL. Every push also checks the lease inside the same Lua script, so a
-deposed leader that wakes up late pushes nothing.
+The leader renews a Redis key with a TTL every heartbeat, on a thread of its own (a page that is
+slow to read or push must not let the lease lapse under a leader that is making progress); a
+standby tries to take it every heartbeat from its dispatch loop. A leader that stops renewing
+(killed, paused, its loop stuck on a silent server: dispatcher/lane.py) loses it. Every push
+also checks the lease inside the same Lua script, so a deposed leader that wakes up late pushes
+nothing. Two threads change the lease: a lock keeps their view of it whole.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 
 from recheck.shared.redis.store import Store
 
@@ -25,6 +28,7 @@ class Lease:
         self.owner = owner
         self.ttl_ms = round(ttl_seconds * 1000)
         self.holder: str | None = None
+        self.lock = threading.Lock()  # the dispatch loop and the renewing thread
 
     @property
     def held(self) -> bool:
@@ -32,6 +36,16 @@ class Lease:
 
     def hold(self) -> bool:
         """Renew the lease if ours, take it if free. True if we hold it afterwards."""
+        with self.lock:
+            return self._hold()
+
+    def renew(self) -> bool:
+        """Renew the lease only if we hold it (never take it again after a release or a
+        deposition the other thread has just seen). True if we hold it afterwards."""
+        with self.lock:
+            return self.held and self._hold()
+
+    def _hold(self) -> bool:
         was_held = self.held
         self.holder = self.store.hold_lease(self.owner, self.ttl_ms)
         if self.held and not was_held:
@@ -42,13 +56,15 @@ class Lease:
 
     def deposed(self) -> None:
         """A push was refused: someone else holds the lease now."""
-        if self.held:
-            log.warning("dispatcher %s was deposed (its lease expired); standing by", self.owner)
-        self.holder = None
+        with self.lock:
+            if self.held:
+                log.warning("dispatcher %s was deposed (its lease expired); standing by", self.owner)
+            self.holder = None
 
     def release(self) -> None:
         """Graceful stop: hand over at once instead of after the TTL."""
-        if self.held:
-            self.store.release_lease(self.owner)
-            self.holder = None
-            log.warning("dispatcher %s released the lease", self.owner)
+        with self.lock:
+            if self.held:
+                self.store.release_lease(self.owner)
+                self.holder = None
+                log.warning("dispatcher %s released the lease", self.owner)

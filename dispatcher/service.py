@@ -17,6 +17,7 @@ import functools
 import logging
 import math
 import time
+from datetime import UTC, datetime
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -76,6 +77,9 @@ class DispatcherService(Service):
                         self._job_runner(lane, job, leader_only), "interval", seconds=period,
                         id=f"{lane.name}:{name}",
                     )  # fmt: skip
+            # The heartbeat on the scheduler's thread, not in the dispatch loop (DispatchLane.beat).
+            self.scheduler.add_job(self.beat, "interval", seconds=self.deployment.heartbeat_interval,
+                                   id="heartbeat", next_run_time=datetime.now(UTC))  # fmt: skip
             self.scheduler.start()
         for lane in self.lanes:
             s = lane.workload
@@ -98,7 +102,7 @@ class DispatcherService(Service):
 
     def poll(self) -> float:
         if time.monotonic() >= self.next_beat:
-            self.beat()
+            self.take_free_leases()
         waits = []
         for lane in self.lanes:  # one page per led workload per round: none starves another
             ok, wait = lane.life.attempt(lane.poll)
@@ -106,21 +110,41 @@ class DispatcherService(Service):
                 waits.append(wait)
         return min(waits, default=max(self.next_beat - time.monotonic(), 0.0))
 
-    def beat(self) -> None:
-        """Renew or take leases (sharing them out between the live dispatchers), and heartbeat."""
+    def share(self) -> tuple[int, int]:
+        """(live dispatchers, how many workloads each should lead)."""
         live = max(1, len(self.lanes[0].store.live_dispatchers()))
-        share = math.ceil(len(self.lanes) / live)
+        return live, math.ceil(len(self.lanes) / live)
+
+    def take_free_leases(self) -> None:
+        """From the dispatch loop, every heartbeat: take free leases, sharing them out between
+        the live dispatchers (a leader of every workload asks Redis nothing here)."""
+        self.next_beat = time.monotonic() + self.deployment.heartbeat_interval
+        if all(lane.lease.held for lane in self.lanes):
+            return
+        ok, found = self.lanes[0].life.attempt(self.share)
+        if not ok:
+            return
+        _, share = found
         for lane in self.lanes:
             held = sum(other.lease.held for other in self.lanes)
-            lane.life.attempt(functools.partial(lane.beat, may_take=held < share))
+            lane.life.attempt(functools.partial(lane.take, may_take=held < share))
+
+    def beat(self) -> None:
+        """The heartbeat job (the scheduler's thread): renew held leases and publish each lane's
+        heartbeat; hand a workload over when this dispatcher leads more than its share."""
+        for lane in self.lanes:
+            lane.life.attempt(lane.beat)
         held = [lane for lane in self.lanes if lane.lease.held]
         now = time.monotonic()
-        if len(held) > share and now - self.last_handover >= self.deployment.leader_ttl:
+        if len(held) <= 1 or now - self.last_handover < self.deployment.leader_ttl:
+            return  # leading one workload is never more than a share
+        ok, found = self.lanes[0].life.attempt(self.share)
+        if ok and len(held) > found[1]:
+            live = found[0]
             self.last_handover = now  # one at a time: the others pick it up at their next beat
             log.info("dispatcher %s leads %d of %d workloads with %d dispatchers live; handing over %s",
                      self.id, len(held), len(self.lanes), live, held[-1].name)  # fmt: skip
             held[-1].lease.release()
-        self.next_beat = time.monotonic() + self.deployment.heartbeat_interval
 
     def abandon(self) -> None:
         """The stop deadline passed with the loop blocked on a silent server: hand over at once."""
@@ -137,7 +161,7 @@ class DispatcherService(Service):
             lane.close()
             lane.life.attempt(lane.presence.withdraw)
             where = f" ({lane.name})" if len(self.lanes) > 1 else ""
-            log.info("dispatcher %s stopped%s: %d ids dispatched", self.id, where, lane.dispatcher.dispatched)
+            log.info("dispatcher %s stopped%s: %d ids dispatched", self.id, where, lane.dispatched())
 
 
 def serve(settings: Settings) -> int:
