@@ -181,8 +181,11 @@ def test_rows_just_taken_are_in_flight_for_status_before_the_next_full_heartbeat
     worker = procs.start("worker", settings, env={"RECHECK_CHECK": "tests.support.checks:slow_row",
                                                   "TEST_CHECK_SLEEP": "4"})  # fmt: skip
     wait_for(lambda: " started: " in procs.log_of(worker), 20, "the worker serving (its first beat sent)")
+    # The dispatcher leading before the rows fall due: rows it has not pushed yet really wait (in
+    # CI, a dispatcher still starting on a loaded machine let them pass 1 s overdue unpushed).
+    dispatcher = procs.start("dispatcher", settings)
+    wait_for(lambda: "is now the leader" in procs.log_of(dispatcher), 20, "the dispatcher leading")
     seed_rows(settings, 20, due_now=True)
-    procs.start("dispatcher", settings)
     facts = wait_for(lambda: (f := only_workload(recheck("status", "--json", settings=settings).stdout))
                      and f["overdue_1s"] >= 20 and f, 10, "the rows past 1 s overdue, in flight")  # fmt: skip
     assert facts["overdue_waiting"] == 0 and facts["overdue_in_flight"] == 20, facts
