@@ -46,7 +46,9 @@ class DispatcherService(Service):
         self.lanes = [DispatchLane(self, workload) for workload in workloads]
         first = self.lanes[0]
         self.presence, self.lease, self.dispatcher = first.presence, first.lease, first.dispatcher
-        jobs = sum(len(lane.jobs) for lane in self.lanes)
+        # A thread for every job and the heartbeat: jobs blocked on a silent MySQL must not keep
+        # the heartbeat (the lease renewal) from running.
+        jobs = sum(len(lane.jobs) for lane in self.lanes) + 1
         self.scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(max_workers=max(10, jobs))},
             job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None},
