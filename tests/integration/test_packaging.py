@@ -1,9 +1,12 @@
-"""One installable package (issue 22): the wheel built from a clean copy installs `recheck` and
-nothing else, carries its Lua, SQL and dashboard page, and runs from a non-editable install.
+"""What `pip install` gives a user (issues 22 and 31): the wheel built from a clean copy of the
+checkout, installed with its dependencies into a fresh virtualenv that holds nothing else, run
+from a folder outside the checkout with no PYTHONPATH.
 
-The wheel is installed with `pip install --target` into a folder of its own, which comes first
-on PYTHONPATH; the test's own virtualenv provides the dependencies (the editable install of the
-checkout is never reached: the checks below see the installed files)."""
+The last version of this test installed the wheel beside the test's own virtualenv, whose
+editable install of the checkout supplied a module the wheel lacked (`recheck.commands`): every
+installed `recheck` failed at once and the test passed. Here nothing of the checkout is
+reachable: the first test proves it by importing `tests` and `bench`, which must fail.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -18,14 +22,15 @@ import pytest
 
 from recheck.shared.config import ENV_PREFIX
 from tests.support.helpers import REPO, scalar, seed_rows
+from tests.unit.test_package_list import FOLDERS
 
 DATA = ("recheck/shared/redis/lua/dispatch.lua", "recheck/shared/mysql/queries.sql",
         "recheck/dispatcher/static/dashboard.html")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> tuple[Path, Path]:
-    """(the wheel, the folder it is installed in), built from a copy of the checkout's files."""
+def wheel(tmp_path_factory) -> Path:
+    """The wheel, built from a copy of the checkout's files (what a clean clone holds)."""
     root = tmp_path_factory.mktemp("wheel")
     copy = root / "src"
     listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
@@ -37,47 +42,101 @@ def installed(tmp_path_factory) -> tuple[Path, Path]:
     pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
     built = subprocess.run([*pip_wheel, "-w", str(root), str(copy)], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
-    wheel = next(root.glob("recheck_mysql-*.whl"))
-    target = root / "site"
-    pip = [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)]
-    assert subprocess.run(pip, capture_output=True).returncode == 0
-    return wheel, target
+    return next(root.glob("recheck_mysql-*.whl"))
 
 
-def run(target: Path, *args: str, env: dict | None = None, cwd: Path) -> subprocess.CompletedProcess:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
-    environment.update({**(env or {}), "PYTHONPATH": str(target)})
-    return subprocess.run([sys.executable, *args], env=environment, cwd=cwd, capture_output=True, text=True,
-                          timeout=90)  # fmt: skip
+@pytest.fixture(scope="module")
+def venv(wheel, tmp_path_factory) -> Path:
+    """A new virtualenv (no system site-packages) with the wheel and its dependencies, nothing else."""
+    where = tmp_path_factory.mktemp("venv") / "env"
+    started = time.monotonic()
+    subprocess.run([base_python(), "-m", "venv", str(where)], check=True, env=clean_env(), timeout=120)
+    pip = [str(where / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    installed = subprocess.run([*pip, str(wheel)], capture_output=True, text=True, env=clean_env(),
+                               timeout=600)  # fmt: skip
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    print(f"fresh virtualenv with the wheel and its dependencies: {time.monotonic() - started:.1f} s")
+    return where
 
 
-def test_the_wheel_holds_only_the_recheck_package_with_its_data(installed):
-    wheel, _ = installed
+def base_python() -> str:
+    """The interpreter the test's own virtualenv was made from (a venv made by a venv's python
+    would still be a plain venv, but say it plainly)."""
+    return str(Path(sys.base_prefix) / "bin" / "python3")
+
+
+def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment without anything that could reach the checkout or the test's virtualenv."""
+    dropped = ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX) and k not in dropped}
+    environment["PATH"] = os.pathsep.join(
+        p for p in environment.get("PATH", "").split(os.pathsep) if not p.startswith(str(REPO))
+    )
+    environment["PYTHONNOUSERSITE"] = "1"
+    return {**environment, **(extra or {})}
+
+
+def run(venv: Path, *args: str, env: dict | None = None, cwd: Path, timeout: float = 90):
+    """`recheck ARGS` (or `python ARGS` when args[0] is "python") from the fresh virtualenv."""
+    program = [str(venv / "bin" / "python")] if args[0] == "python" else [str(venv / "bin" / "recheck")]
+    rest = args[1:] if args[0] == "python" else args
+    return subprocess.run([*program, *rest], env=clean_env(env), cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+
+
+def source_modules() -> set[str]:
+    """The installed path of every .py file of the source folders (recheck/commands/run.py, ...)."""
+    found = set()
+    for folder, package in FOLDERS.items():
+        for path in (REPO / folder).rglob("*.py"):
+            found.add("/".join([*package.split("."), *path.relative_to(REPO / folder).parts]))
+    return found
+
+
+def test_nothing_of_the_checkout_is_reachable_from_the_virtualenv(venv, tmp_path):
+    probe = "import importlib.util as u; print([m for m in ('tests', 'bench', 'pytest') if u.find_spec(m)])"
+    result = run(venv, "python", "-c", probe, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_the_wheel_holds_every_module_of_the_source_and_nothing_else(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     top = {name.split("/", 1)[0] for name in names}
     assert top == {"recheck", next(t for t in top if t.endswith(".dist-info"))}, top
+    assert {n for n in names if n.endswith(".py")} == source_modules()
     assert all(name in names for name in DATA)
-    assert not [n for n in names if n.startswith(("recheck/bench", "recheck/tests", "bench/", "tests/"))]
 
 
-def test_the_installed_package_answers_and_exports_its_api(installed, tmp_path):
-    _, target = installed
-    probe = ("import recheck, recheck.shared.mysql.sql as sql; from recheck import Recheck, per_row; "
-             "print(recheck.__file__); print(len(sql.raw_queries()))")  # fmt: skip
-    result = run(target, "-c", probe, cwd=tmp_path)
+def test_every_command_answers_from_the_installed_package(venv, settings, tmp_path):
+    version = run(venv, "--version", cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout.startswith("recheck 0."), version.stderr
+    helps = [run(venv, name, "--help", cwd=tmp_path) for name in command_names(venv, tmp_path)]
+    assert [h.returncode for h in helps] == [0] * len(helps), [h.stderr for h in helps if h.returncode]
+    probe = ("import recheck; from recheck import Client, Recheck, per_row, batch; import recheck.shared."
+             "mysql.sql as sql; print(recheck.__file__, len(sql.raw_queries()))")  # fmt: skip
+    result = run(venv, "python", "-c", probe, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     where, queries = result.stdout.split()
-    assert where.startswith(str(target)) and int(queries) > 10  # its own files, its SQL read
-    version = run(target, "-m", "recheck", "--version", cwd=tmp_path)
-    assert version.returncode == 0 and version.stdout.startswith("recheck 0."), version.stderr
-    tool = run(target, "-m", "recheck", "bench", "--help", cwd=tmp_path)
+    assert where.startswith(str(venv)) and int(queries) > 10  # its own files, its SQL read
+    tool = run(venv, "bench", "--help", cwd=tmp_path)
     assert tool.returncode == 2 and "source checkout's tool" in tool.stderr
 
 
-def test_a_full_run_works_from_the_installed_package(installed, settings, sql, tmp_path):
-    _, target = installed
-    seed_rows(settings, 500, due_now=True)
+def command_names(venv: Path, cwd: Path) -> list[str]:
+    """The subcommands the installed `recheck` has (bench and soak, source checkout only, aside)."""
+    listed = run(venv, "python", "-c", "from recheck.cli import COMMANDS; print(*COMMANDS)", cwd=cwd)
+    assert listed.returncode == 0, listed.stderr
+    names = listed.stdout.split()
+    assert {"run", "worker", "dispatcher", "config", "status", "init-db"} <= set(names), names
+    return names
+
+
+def test_config_and_a_full_run_work_from_the_installed_package(venv, settings, sql, tmp_path):
     env = {**settings.env_overrides(), "RECHECK_CHECK": "recheck.workers.demo:check"}
-    result = run(target, "-m", "recheck", "run", "--workers", "1", "--duration", "4", env=env, cwd=tmp_path)
+    preflight = run(venv, "config", env=env, cwd=tmp_path)
+    assert preflight.returncode == 0, preflight.stdout + preflight.stderr
+    seed_rows(settings, 500, due_now=True)
+    result = run(venv, "run", "--workers", "1", "--duration", "4", env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert scalar(sql, "SELECT COUNT(*) FROM user_block_status WHERE check_count = 0") == 0
