@@ -2,6 +2,7 @@
 #   make demo   set up, create the table, seed 100,000 rows, run for a minute, show freshness
 #   make test   set up, lint, build the docs site, run the test suite (starts its own MariaDB and Redis)
 #   make docs   build the docs site (mkdocs.yml, docs/) into site/, failing on any warning
+#   make test-compose   the image built and both compose files brought up on Podman (make test runs it last)
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -10,7 +11,7 @@ DEMO_ROWS ?= 100000
 DEMO_SECONDS ?= 60
 DEMO_WORKERS ?= 2
 
-.PHONY: demo test lint docs setup clean browser promtool
+.PHONY: demo test test-compose lint docs setup clean browser promtool podman
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,12 +34,26 @@ lint: $(BIN)/.installed
 docs: $(BIN)/.installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
-# Two parts: most tests in 4 processes (each with its own MariaDB and Redis; they mostly wait),
-# then the timing-sensitive ones (chaos, and those marked serial) alone. `pytest` runs all serially.
+# Three parts: most tests in 4 processes (each with its own MariaDB and Redis; they mostly wait),
+# then the timing-sensitive ones (chaos, and those marked serial) alone, then what users deploy
+# (test-compose). `pytest` runs all serially.
 # --durations: the slowest tests in every log, to keep the suite's time in view.
 test: lint docs browser promtool
-	$(BIN)/pytest -q -n 4 -m "not serial" --durations=10
-	$(BIN)/pytest -q -m serial --durations=15
+	$(BIN)/pytest -q -n 4 -m "not serial and not containers" --durations=10
+	$(BIN)/pytest -q -m "serial and not containers" --durations=15
+	$(MAKE) test-compose
+
+# The image from deploy/Dockerfile and both compose files, up for real on Podman (Debian's; no
+# Docker engine needed), driven by the Compose v2 binary; base images built from Debian's
+# packages the first time (no registry needed). -s: each phase prints its time.
+test-compose: $(BIN)/.installed podman
+	$(BIN)/pytest -q -s -m containers tests/containers --durations=5
+
+podman:
+	@command -v podman >/dev/null && command -v runc >/dev/null && command -v debootstrap >/dev/null || \
+	  { echo "installing Debian's podman, runc and debootstrap for the compose test"; \
+	    (apt-get install -y -q podman runc debootstrap >/dev/null 2>&1 || \
+	     { apt-get update -qq && apt-get install -y -q podman runc debootstrap; }) }
 
 # The dashboard test drives Debian's Chromium (no browser download); install it if missing.
 browser:

@@ -24,13 +24,14 @@ def pytest_configure(config):
             del os.environ[name]
 
 
-LAYERS = ("unit", "integration", "chaos", "bench")
+LAYERS = ("unit", "integration", "chaos", "bench", "containers")
 SERIAL_LAYERS = ("chaos",)
 
 
 def pytest_collection_modifyitems(items):
     """Each test is marked by its folder: `-m unit`, `-m "not bench"` and so on select layers.
-    `make test` runs `-m "not serial"` in parallel processes, then `-m serial` alone."""
+    `make test` runs `-m "not serial"` in parallel processes, then `-m serial` alone, then
+    `make test-compose` (tests/containers: Podman, images, compose) by itself."""
     for item in items:
         layer = item.path.parent.name
         if layer in LAYERS:

@@ -6,6 +6,7 @@ changes over time so the status column visibly moves.
 
 from __future__ import annotations
 
+import os
 import time
 
 
@@ -20,8 +21,8 @@ def noop(ids: list[int]) -> list[None]:
 
 
 async def sleepy(row_id: int) -> str:
-    """Waits 50 ms like an HTTP call would (a per-row async check)."""
+    """Waits like an HTTP call would (a per-row async check): DEMO_CHECK_SECONDS, 0.05 by default."""
     import asyncio
 
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(float(os.environ.get("DEMO_CHECK_SECONDS") or 0.05))
     return "ok"
