@@ -22,7 +22,7 @@ CREATE TABLE {table} (
 
 -- name: bench_clear_changes
 -- The change feed's table, emptied before a run with RECHECK_CHANGES=true.
-TRUNCATE TABLE recheck_changes
+TRUNCATE TABLE {changes}
 
 -- name: bench_owner_claim_index
 -- For the owner-claiming strategies only: `WHERE owner = 0 AND due <= NOW() ORDER BY due, id

@@ -13,7 +13,8 @@ migration. In the application's migrations/env.py:
 (with an include_object of its own: `include_object=lambda *a: include_object(*a) and mine(*a)`).
 
 What is recheck's, told without any configuration: a column whose comment init-db wrote
-("recheck: ..."), the index `recheck_due`, the table `recheck_changes`; and, from the same
+("recheck: ..."), the index `recheck_due`, the change feeds' tables (`<table>_recheck_changes`,
+and `recheck_changes` of versions before 0.2); and, from the same
 configuration the commands read (RECHECK_* variables, .env, the workloads file), the columns
 each workload names and an index that starts with a workload's due column. Anything a model
 declares is compared as usual: only what exists in the database and not in the model is kept
@@ -25,8 +26,8 @@ from __future__ import annotations
 import functools
 import logging
 
-from recheck.shared.config import ConfigError, Settings
-from recheck.shared.mysql.schema import CHANGES_TABLE, COLUMN_MARK, ROLE_SETTINGS
+from recheck.shared.config import CHANGES_SUFFIX, ConfigError, Settings
+from recheck.shared.mysql.schema import COLUMN_MARK, ROLE_SETTINGS
 from recheck.shared.workloads import read_workloads
 
 log = logging.getLogger(__name__)
@@ -62,12 +63,18 @@ def is_recheck_index(index) -> bool:
     return first is not None and (index.table.name.lower(), first.name.lower()) in configured()[1]
 
 
+def is_changes_table(name: str) -> bool:
+    """A change feed's table: `<table>_recheck_changes` (cut and hashed when long, the same
+    suffix), or the one table all feeds shared before 0.2."""
+    return name.lower().endswith(CHANGES_SUFFIX) or name.lower() == "recheck_changes"
+
+
 def include_object(object, name, type_, reflected, compare_to) -> bool:  # Alembic's names
     """Alembic's include_object hook: False for what recheck made and the model does not declare."""
     if not reflected or compare_to is not None:
         return True  # the model declares it: compared as usual
     if type_ == "table":
-        return name != CHANGES_TABLE
+        return not is_changes_table(name)
     if type_ == "column":
         return not is_recheck_column(object)
     if type_ == "index":

@@ -32,9 +32,8 @@ from recheck.shared.redis.store import Store, open_store
 from recheck.shared.views.rowstory import row_story
 from recheck.shared.workloads import read_workloads, select_workloads
 
-GAP_WAIT = 30.0  # seconds a reader looks for a skipped position (see changes())
-GAP_RECHECK = 0.1  # seconds between looks while one is awaited
-MAX_AWAITED = 10_000  # skipped positions looked for at most, below each one read
+GAP_RECHECK = 0.1  # seconds between looks while skipped positions are awaited
+GAP_SETTLED = 1.0  # seconds between the two clean looks that let a skipped range go (see Gaps)
 READ_CHUNK = 1000  # changes read per statement
 
 
@@ -119,42 +118,46 @@ class Client:
         woken at once by the workers (a Redis stream; with Redis away, every `idle` seconds).
 
         Positions grow, but two write-backs can commit out of order: a position below one
-        already delivered may still appear for a moment. Such a skipped position is looked for
-        again until it appears (then delivered: nothing is missed) or GAP_WAIT seconds pass
-        (a rolled back write-back: nothing to miss). To resume after a restart without missing
-        anything, pass the last delivered `Change.checkpoint` as `since` (it stays below any
-        position still awaited, so a change may come twice: `pos` tells)."""
+        already delivered may still appear. A skipped position is awaited for as long as a
+        write-back that has not committed holds it, however long that is and however slowly
+        this reader goes (then delivered: nothing is missed); it is let go only once MySQL says
+        no transaction holds it, twice, GAP_SETTLED apart (a rolled back write-back, a trimmed
+        change). To resume after a restart without missing anything, pass the last delivered
+        `Change.checkpoint` as `since` (it stays below every position still awaited, so a change
+        may come twice: `pos` tells)."""
         if not self.workload.changes:
             raise ConfigError(f"workload {self.workload.name!r} records no changes: set changes = true")
-        oldest, newest = self.rows.changes_span()
-        trimmed = min(oldest - 1, newest - self.workload.changes_keep)  # gone for good, not awaited
-        high = newest if since is None else max(since, trimmed)  # the highest position read
-        awaited: dict[int, float] = {}  # skipped positions below `high` -> when first missed
+        high = self.rows.changes_span()[1] if since is None else since  # the highest position read
+        gaps = Gaps(self.rows)
         signal = self._last_signal() if follow else None
         while True:
-            now = time.monotonic()
-            for pos, missed_at in list(awaited.items()):
-                if now - missed_at >= GAP_WAIT:
-                    del awaited[pos]
-            for row in self.rows.changes_at(sorted(awaited)[:READ_CHUNK]):
-                del awaited[int(row[0])]
-                yield self._change(row, awaited, high)
+            found = sorted(gaps.look(), key=lambda row: int(row[0]))
+            for index, row in enumerate(found):  # late commits: the checkpoint stays below the rest
+                yield self._change(row, gaps, high, found[index + 1 :])
             batch = self.rows.changes_after(high, READ_CHUNK)
             for row in batch:
                 pos = int(row[0])
-                for skipped in range(max(high + 1, pos - MAX_AWAITED), pos):
-                    awaited[skipped] = now
+                gaps.skipped(high + 1, pos - 1)
                 high = pos
-                yield self._change(row, awaited, high)
+                yield self._change(row, gaps, high)
             if len(batch) == READ_CHUNK:
                 continue
             if not follow:
-                return
-            signal = self._wait(signal, GAP_RECHECK if awaited else idle)
+                # Done, but for skipped ranges that may still settle: wait for those (at most
+                # GAP_SETTLED), not for a write-back still committing (its checkpoint says so).
+                if not gaps or gaps.pending:
+                    return
+                time.sleep(GAP_RECHECK)
+                continue
+            signal = self._wait(signal, GAP_RECHECK if gaps else idle)
 
-    def _change(self, row: tuple, awaited: dict, high: int) -> Change:
+    def _change(self, row: tuple, gaps: Gaps, high: int, unsent: list[tuple] = ()) -> Change:
+        """The change of a feed row; its checkpoint stays below every position still awaited and
+        every change found but not yet delivered (`unsent`)."""
         pos, key, at, old, new, old_failing, new_failing, error = row
-        checkpoint = min(awaited) - 1 if awaited else high
+        below = [gaps.lowest()] if gaps else []
+        below += [int(other[0]) for other in unsent]
+        checkpoint = min(below) - 1 if below else high
         return Change(int(pos), key, at, old, new, bool(old_failing), bool(new_failing), error, checkpoint)
 
     def _last_signal(self) -> str | None:
@@ -173,3 +176,56 @@ class Client:
         except REDIS_DOWN:
             time.sleep(idle)
             return None
+
+
+class Gaps:
+    """The ranges of positions a reader skipped, each awaited until MySQL says nothing can still
+    appear in it. Every look first delivers what has committed there since (a plain read), then
+    asks with a locking read that never waits whether a transaction still holds a position there
+    (rows.changes_pending). A range goes after two such answers of "none", GAP_SETTLED apart:
+    the second rules out a write-back whose INSERT had taken its positions but not yet written
+    the rows (within one statement: microseconds). Time only counts between looks, so a reader
+    that is slow to ask for the next change loses nothing."""
+
+    def __init__(self, rows: Rows):
+        self.rows = rows
+        self.ranges: list[list] = []  # [low, high, when first seen clean (or None), positions delivered]
+        self.pending = False  # whether the last look found a write-back still holding a position
+        self.looked = 0.0  # when the last look was (a reader going through a backlog looks at most
+        # every GAP_RECHECK, not after every READ_CHUNK changes)
+
+    def __bool__(self) -> bool:
+        return bool(self.ranges)
+
+    def lowest(self) -> int:
+        return min(low for low, *_ in self.ranges)
+
+    def skipped(self, low: int, high: int) -> None:
+        if low <= high:
+            self.ranges.append([low, high, None, set()])
+
+    def look(self) -> list[tuple]:
+        """The changes that committed in a skipped range since the last look; ranges settled go."""
+        if not self.ranges or time.monotonic() - self.looked < GAP_RECHECK:
+            return []
+        self.looked = time.monotonic()
+        found = []
+        self.pending = False
+        for gap in list(self.ranges):
+            low, high, clean_since, delivered = gap
+            pending = self.rows.changes_pending(low, high)
+            for row in self.rows.changes_between(low, high):
+                if int(row[0]) not in delivered:
+                    delivered.add(int(row[0]))
+                    found.append(row)
+            now = time.monotonic()
+            if len(delivered) == high - low + 1:  # every position came: nothing left to await
+                self.ranges.remove(gap)
+            elif pending:
+                gap[2] = None
+                self.pending = True
+            elif clean_since is None:
+                gap[2] = now
+            elif now - clean_since >= GAP_SETTLED:
+                self.ranges.remove(gap)
+        return found

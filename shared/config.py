@@ -17,6 +17,7 @@ thought. Values are never pasted into SQL otherwise: data travels as query param
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 import re
 import sys
@@ -42,6 +43,7 @@ _CHECK_REF = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 _KEY_PREFIX = re.compile(r"[A-Za-z0-9_.-]{1,40}")
 _WORKLOAD = re.compile(r"[A-Za-z0-9_-]{1,40}")  # in Redis key tags and metric labels
 DEFAULT_WORKLOAD = "default"
+CHANGES_SUFFIX = "_recheck_changes"  # the change feed's table: the workload table's name and this
 WORKLOADS_FILE = "recheck.toml"
 MYSQL_TLS_OPTIONS = ("ssl_ca", "ssl_cert", "ssl_key", "ssl_verify_cert", "ssl_verify_identity")
 
@@ -322,8 +324,8 @@ class WorkloadFields(BaseModel):
     # are not fresh, status says so, workers log a warning, the alert rule fires.
     failing_threshold: Annotated[float, Field(gt=0, le=1)] = 0.1
     # The change feed: every transition of a row's stored result (and between failing and
-    # succeeding) recorded in the write-back's own transaction, in the table recheck_changes,
-    # the newest changes_keep of them kept.
+    # succeeding) recorded in the write-back's own transaction, in a table of the workload
+    # table's own (changes_table: `<table>_recheck_changes`), the newest changes_keep kept.
     changes: bool = False
     changes_keep: Annotated[int, Field(ge=1_000, le=1_000_000_000)] = 1_000_000
     # A provider's limits, over every worker of the deployment (0 = none): checks started per
@@ -396,6 +398,17 @@ class Workload(WorkloadFields):
         if field in self.file_keys:
             return f"{self.origin} [workloads.{self.name}] {field}"
         return f"{ENV_PREFIX}{field.upper()}"
+
+    @property
+    def changes_table(self) -> str:
+        """The change feed's table, beside the workload's table and named after it: one feed per
+        table, so positions, trimming and readers never mix two workloads or two deployments.
+        A long table name is cut and made unique with a hash (identifiers stop at 64)."""
+        name = f"{self.table}{CHANGES_SUFFIX}"
+        if len(name) <= 64:
+            return name
+        digest = hashlib.sha1(self.table.encode()).hexdigest()[:8]
+        return f"{self.table[: 64 - len(CHANGES_SUFFIX) - 9]}_{digest}{CHANGES_SUFFIX}"
 
     @property
     def log_prefix(self) -> str:

@@ -22,7 +22,6 @@ from recheck.shared.config import Settings, Workload, WorkloadFields, redact_url
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.mysql.schema import (
-    CHANGES_TABLE,
     ROLE_SETTINGS,
     TABLE_MARK,
     changes_table_missing,
@@ -71,11 +70,12 @@ def init_db(
         code = prepare_table(workload, db, apply, say, may_create, adopt, progress)
         if code == 0 and changes_table_missing(workload, db):
             if not (apply or may_create):
-                say(f"workload {workload.name!r} records changes: it needs the table {CHANGES_TABLE} "
-                    f"beside {workload.table}; run `recheck init-db --apply` to create it")  # fmt: skip
+                feed = workload.changes_table
+                say(f"workload {workload.name!r} records changes: it needs the table {feed} beside "
+                    f"{workload.table}; run `recheck init-db --apply` to create it")  # fmt: skip
                 return 1
             create_changes_table(workload, db)
-            say(f"created table {database}.{CHANGES_TABLE} (the change feed)")
+            say(f"created table {database}.{workload.changes_table} (the change feed)")
         return code
     finally:
         db.close()
@@ -149,7 +149,8 @@ def create_app_user(workload: Workload, say) -> None:
     where = f"{workload.mysql.database}.{workload.table}"
     say(f"user '{workload.deployment.app_user}'@'%' may SELECT and UPDATE {where}")
     if workload.changes:
-        say(f"  and SELECT, INSERT and DELETE {workload.mysql.database}.{CHANGES_TABLE} (the change feed)")
+        feed = f"{workload.mysql.database}.{workload.changes_table}"
+        say(f"  and SELECT, INSERT and DELETE {feed} (the change feed)")
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:

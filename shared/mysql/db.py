@@ -43,6 +43,8 @@ REFUSING = {
 }
 DEADLOCK = 1213
 LOCK_WAIT_TIMEOUT = 1205
+LOCK_NOWAIT = 3572  # MySQL: a NOWAIT locking read met a lock (MariaDB answers LOCK_WAIT_TIMEOUT)
+LOCKED_NOWAIT = {LOCK_NOWAIT, LOCK_WAIT_TIMEOUT}
 RETRYABLE = {LOCK_WAIT_TIMEOUT, DEADLOCK}  # transient conflicts (the benchmark's strategies retry both)
 # A value that one row's column refuses: too long, truncated, wrong type, NULL, invalid JSON text.
 DATA_ERRORS = {1048, 1264, 1265, 1292, 1366, 1406, 3140, 4035, 4036, 4038}

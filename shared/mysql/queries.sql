@@ -108,38 +108,62 @@ JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
  AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
 FOR UPDATE
 
+-- name: changes_after_write
+-- The change feed: the stored results of a batch's rows right after its write-back, in the same
+-- transaction (the rows are still locked by changes_read). Compared with what changes_read
+-- returned, in the column's own type, it tells a real change ('0.5' written to a DECIMAL(5,2)
+-- holding 0.50 is none). Read only when a row's result may have changed (writeback.py).
+SELECT v.n, t.{result}
+FROM {table} AS t
+JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (n FOR ORDINALITY, {key_column})) AS v
+  ON t.{id} = {key_match}
+
 -- name: record_changes
 -- The transitions of one write-back, last in its transaction (positions are taken just before
 -- the commit, so write-backs commit nearly in position order). A multi-row VALUES list, one
 -- group per transition (rows.py repeats the group): the number of rows is known, so neither
--- MySQL 8 nor MariaDB reserves spare auto-increment values, and positions have no gaps except
--- where a transaction rolled back.
-INSERT INTO recheck_changes (workload, row_key, at, old_result, new_result, old_failing, new_failing, error)
-VALUES (%s, %s, NOW(3), %s, %s, %s, %s, %s)
+-- MySQL 8 nor MariaDB reserves spare auto-increment values. The feed has a table of its own per
+-- workload table ({changes}), so its positions have no gaps but where a write-back rolled back
+-- or is still committing (recheck/client.py tells those apart).
+INSERT INTO {changes} (row_key, at, old_result, new_result, old_failing, new_failing, error)
+VALUES (%s, NOW(3), %s, %s, %s, %s, %s)
 
 -- name: changes_after
 -- The feed from a position on (positions only grow: a reader resumes where it stopped).
 SELECT pos, row_key, at, old_result, new_result, old_failing, new_failing, error
-FROM recheck_changes
-WHERE workload = %(workload)s AND pos > %(after)s
+FROM {changes}
+WHERE pos > %(after)s
 ORDER BY pos
 LIMIT %(limit)s
 
--- name: changes_at
--- Late changes: positions a reader saw skipped (a write-back that committed after a later one).
+-- name: changes_between
+-- What has committed in a range of positions a reader saw skipped (a write-back that committed
+-- after a later one): a plain read, never waits.
 SELECT pos, row_key, at, old_result, new_result, old_failing, new_failing, error
-FROM recheck_changes
-WHERE workload = %(workload)s AND pos IN %(positions)s
+FROM {changes}
+WHERE pos BETWEEN %(low)s AND %(high)s
+ORDER BY pos
+
+-- name: changes_pending
+-- Whether a write-back still holds a position in this range: a locking read that refuses to
+-- wait fails (MySQL 3572, MariaDB 1205) if a transaction that has not committed holds one of
+-- its rows, or the row just above the range (InnoDB locks that one too: a conservative answer).
+-- Succeeds, reading the committed rows, when none does. FOR UPDATE NOWAIT: MySQL 8.0.1+, MariaDB
+-- 10.3+ (MySQL 8.0.22+ wants SELECT and DELETE on the table for it: grant_changes gives both).
+SELECT pos
+FROM {changes}
+WHERE pos BETWEEN %(low)s AND %(high)s
+FOR UPDATE NOWAIT
 
 -- name: changes_span
 -- The oldest and newest position kept (0, 0 when empty).
-SELECT COALESCE(MIN(pos), 0), COALESCE(MAX(pos), 0) FROM recheck_changes WHERE workload = %(workload)s
+SELECT COALESCE(MIN(pos), 0), COALESCE(MAX(pos), 0) FROM {changes}
 
 -- name: changes_trim
--- Keep the newest changes_keep of a workload's changes: the oldest go, a chunk at a time
--- (DELETE ... ORDER BY ... LIMIT runs on both MySQL 8 and MariaDB).
-DELETE FROM recheck_changes
-WHERE workload = %(workload)s AND pos <= %(upto)s
+-- Keep the newest changes_keep changes: the oldest go, a chunk at a time (DELETE ... ORDER BY
+-- ... LIMIT runs on both MySQL 8 and MariaDB).
+DELETE FROM {changes}
+WHERE pos <= %(upto)s
 ORDER BY pos
 LIMIT %(limit)s
 
@@ -373,26 +397,26 @@ CREATE TABLE IF NOT EXISTS {table} (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='made by recheck init-db: demo rows may be seeded here'
 
 -- name: create_changes_table
--- The change feed's table (workloads with `changes = true`), beside the workload's own table:
--- append-only, read by position per workload, trimmed to each workload's changes_keep.
-CREATE TABLE IF NOT EXISTS recheck_changes (
+-- The change feed of one workload table ({changes}), beside it: append-only, read by position,
+-- trimmed to the workload's changes_keep. Results of any column type and length fit (LONGTEXT:
+-- a long TEXT result must never stop its row being written).
+CREATE TABLE IF NOT EXISTS {changes} (
     pos BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
-    workload VARCHAR(40) NOT NULL,
-    row_key VARCHAR(1024) NOT NULL,
+    row_key TEXT NOT NULL,
     at DATETIME(3) NOT NULL,
-    old_result VARCHAR(1024) NULL,
-    new_result VARCHAR(1024) NULL,
+    old_result LONGTEXT NULL,
+    new_result LONGTEXT NULL,
     old_failing TINYINT(1) NOT NULL,
     new_failing TINYINT(1) NOT NULL,
-    error VARCHAR(1024) NULL,
-    PRIMARY KEY (pos),
-    KEY recheck_changes_workload (workload, pos)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='recheck: the change feed of workloads with changes = true'
+    error TEXT NULL,
+    PRIMARY KEY (pos)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='recheck: the change feed of {table}'
 
 -- name: grant_changes
 -- The least-privilege user writes the feed (workers), reads it (Client.changes, `recheck
--- changes`) and trims it (the dispatcher).
-GRANT SELECT, INSERT, DELETE ON {database}.recheck_changes TO %(user)s@'%%'
+-- changes`: DELETE also lets MySQL 8 take changes_pending's locking read) and trims it (the
+-- dispatcher).
+GRANT SELECT, INSERT, DELETE ON {database}.{changes} TO %(user)s@'%%'
 
 -- name: table_exists
 SELECT COUNT(*) FROM information_schema.TABLES

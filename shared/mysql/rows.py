@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+import pymysql
+
 from recheck.shared.config import Workload
-from recheck.shared.mysql.db import Database
+from recheck.shared.mysql.db import LOCKED_NOWAIT, Database, error_code
 from recheck.shared.mysql.entries import batch_json, sql_datetime
 from recheck.shared.mysql.keytypes import KeyKind
 from recheck.shared.mysql.schema import Table, describe_table
@@ -102,13 +104,17 @@ class Rows:
         the statement answers (place in the batch from 1, result, fail count)."""
         return self.queries.changes_read, {"batch": batch_json(refs)}
 
+    def read_after_write(self, refs: Sequence) -> Statement:
+        """For the change feed: the stored results of these keys' rows after the write (inside
+        the write's transaction); the statement answers (place in `refs` from 1, result)."""
+        return self.queries.changes_after_write, {"batch": batch_json((ref,) for ref in refs)}
+
     def record_changes(self, records: Sequence[tuple]) -> Statement:
         """The change feed's rows (key as text, old, new, old_failing, new_failing, error): one
         INSERT with a VALUES group per record."""
         head, group = self.queries.record_changes.rsplit("VALUES", 1)
         sql = head + "VALUES " + ", ".join([group.strip()] * len(records))
-        name = self.workload.name
-        return sql, [value for record in records for value in (name, *record)]
+        return sql, [value for record in records for value in record]
 
     def lock_unlocked(self, refs: Sequence) -> Statement:
         """Lock the rows of these keys that nobody else holds (inside the caller's transaction);
@@ -162,26 +168,35 @@ class Rows:
     # -- the change feed ------------------------------------------------------------------------
     def changes_after(self, after: int, limit: int) -> list[tuple]:
         """(pos, key, at, old, new, old_failing, new_failing, error) after position `after`."""
-        args = {"workload": self.workload.name, "after": after, "limit": limit}
-        return list(self.db.query(self.queries.changes_after, args))
+        return list(self.db.query(self.queries.changes_after, {"after": after, "limit": limit}))
 
-    def changes_at(self, positions: Sequence[int]) -> list[tuple]:
-        """The changes at these positions (those that exist), as changes_after answers."""
-        args = {"workload": self.workload.name, "positions": tuple(positions)}
-        return list(self.db.query(self.queries.changes_at, args)) if positions else []
+    def changes_between(self, low: int, high: int) -> list[tuple]:
+        """The committed changes at positions low..high, as changes_after answers (never waits)."""
+        return list(self.db.query(self.queries.changes_between, {"low": low, "high": high}))
+
+    def changes_pending(self, low: int, high: int) -> bool:
+        """Whether a transaction that has not committed yet holds a position in low..high (or
+        the row just above it: InnoDB's range locking makes the answer conservative). Never
+        waits for it."""
+        try:
+            self.db.query(self.queries.changes_pending, {"low": low, "high": high})
+        except pymysql.err.OperationalError as error:
+            if error_code(error) in LOCKED_NOWAIT:
+                return True
+            raise
+        return False
 
     def changes_span(self) -> tuple[int, int]:
         """(oldest, newest) position kept; (0, 0) when the feed is empty."""
-        oldest, newest = self.db.query(self.queries.changes_span, {"workload": self.workload.name})[0]
+        oldest, newest = self.db.query(self.queries.changes_span)[0]
         return int(oldest), int(newest)
 
     def trim_changes(self, keep: int, chunk: int = 10_000) -> int:
-        """Drop all but the newest `keep` changes of this workload; how many went."""
+        """Drop all but the newest `keep` positions of the feed; how many changes went."""
         upto = self.changes_span()[1] - keep
         dropped = 0
         while upto > 0:
-            gone = self.db.execute(self.queries.changes_trim, {"workload": self.workload.name, "upto": upto,
-                                                               "limit": chunk})  # fmt: skip
+            gone = self.db.execute(self.queries.changes_trim, {"upto": upto, "limit": chunk})
             dropped += gone
             if gone < chunk:
                 break

@@ -246,13 +246,11 @@ def due_column_problems(workload: Workload, due: Column) -> list[str]:
     return problems
 
 
-CHANGES_TABLE = "recheck_changes"  # the change feed's table, beside the workloads' tables
-
-
 def changes_table_missing(workload: Workload, db: Database) -> bool:
-    """A workload with `changes = true` whose database lacks the change feed's table."""
-    exists = db.scalar(Queries(workload).table_exists, {"table": CHANGES_TABLE})
-    return bool(workload.changes) and not int(exists)
+    """A workload with `changes = true` whose database lacks its change feed's table."""
+    if not workload.changes:
+        return False
+    return not int(db.scalar(Queries(workload).table_exists, {"table": workload.changes_table}))
 
 
 def missing_table(workload: Workload, db: Database) -> str:
@@ -285,7 +283,7 @@ def require_table(workload: Workload, db: Database) -> None:
     if changes_table_missing(workload, db):
         raise SchemaProblem(
             f"workload {workload.name!r} records changes (changes = true) but {workload.mysql.database} has "
-            f"no table {CHANGES_TABLE}; `recheck init-db --apply` creates it"
+            f"no table {workload.changes_table}; `recheck init-db --apply` creates it"
         )
 
 

@@ -109,6 +109,7 @@ class Queries:
             "fails": workload.fail_column,
             "error": workload.error_column,
             "due_index": "recheck_due",
+            "changes": workload.changes_table,
             "database": workload.mysql.database,
         }
         quoted = {key: quote(value) for key, value in names.items()}

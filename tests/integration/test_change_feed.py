@@ -1,9 +1,14 @@
-"""The change feed (issue 24): every transition of a row's stored result, and between failing and
-succeeding, recorded exactly once in the write-back's own transaction, read with
-Client.changes() and `recheck changes`.
+"""The change feed (issues 24 and 32): every transition of a row's stored result, and between
+failing and succeeding, recorded exactly once in the write-back's own transaction, read with
+Client.changes() and `recheck changes`; a reader never loses one, however slow it is, however
+late a write-back commits, however busy another workload is.
 
-On the code before there was no feed: only the last result was kept, and nothing told the
-application that a monitor went down.
+On the code before issue 24 there was no feed; before issue 32 a reader gave up on a skipped
+position after 30 s of its own wall time (a slow consumer or a late commit lost changes), all
+workloads shared one table of positions (a busy neighbour made a reader lose changes, trimmed
+a quiet workload's, and two deployments read each other's), a result longer than 1,024
+characters stopped its row being written, and a DECIMAL, FLOAT or CHAR result was recorded as a
+change at every check.
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ from tests.support.helpers import (
 from tests.support.servers import wait_for
 
 MONITORS = "CREATE TABLE monitors (id BIGINT PRIMARY KEY, url VARCHAR(200) NOT NULL)"
+FEED = "monitors_recheck_changes"  # the monitors table's change feed
+INSERT_CHANGE = (f"INSERT INTO {FEED} (row_key, at, old_result, new_result, old_failing, new_failing) "
+                 "VALUES (%s, NOW(3), 'a', 'b', 0, 0)")  # fmt: skip
 
 
 def monitors(settings, **values):
@@ -67,7 +75,7 @@ def watched(settings, sql):
     settings = monitors(settings)
     rows = ", ".join(f"({i}, 'http://up.example/')" for i in range(1, 21))
     prepare(settings, MONITORS, f"INSERT INTO monitors (id, url) VALUES {rows}")
-    assert scalar(sql, "SELECT COUNT(*) FROM recheck_changes") == 0  # init-db made the feed's table
+    assert scalar(sql, f"SELECT COUNT(*) FROM {FEED}") == 0  # init-db made the feed's table
     return settings
 
 
@@ -131,7 +139,7 @@ def test_a_retried_write_records_nothing_twice(watched, make_worker, sql):
     db.run_in_transaction = commit_then_lose_the_reply
     drain(worker, watched)
     assert lost and lost[0].changes == 20  # the first attempt committed its 20 changes...
-    assert scalar(sql, "SELECT COUNT(*) FROM recheck_changes") == 20  # ...and the retry none more
+    assert scalar(sql, f"SELECT COUNT(*) FROM {FEED}") == 20  # ...and the retry none more
     assert scalar(sql, "SELECT SUM(check_count) FROM monitors") == 20
 
 
@@ -142,11 +150,11 @@ def test_a_late_write_for_an_old_due_time_records_nothing(watched, make_worker, 
     stale = make_store(watched).client.lrange(make_store(watched).keys.queue, 0, -1)
     worker = make_worker(watched, url_states)
     drain(worker, watched)
-    before = scalar(sql, "SELECT COUNT(*) FROM recheck_changes")
+    before = scalar(sql, f"SELECT COUNT(*) FROM {FEED}")
     items, _ = worker.completer.writeback.keys.parse(stale)
     written = worker.completer.writeback.write(items, [Outcome(True, "down")] * len(items))
     assert written.stale == 20 and written.changes == 0
-    assert scalar(sql, "SELECT COUNT(*) FROM recheck_changes") == before
+    assert scalar(sql, f"SELECT COUNT(*) FROM {FEED}") == before
 
 
 def test_follow_is_woken_at_once_and_resumes_from_a_checkpoint(watched, make_worker, sql):
@@ -179,8 +187,7 @@ def test_follow_is_woken_at_once_and_resumes_from_a_checkpoint(watched, make_wor
 def test_a_change_that_commits_after_a_later_one_is_still_delivered(watched):
     """Two write-backs commit out of position order: the reader delivers the later one, keeps its
     checkpoint below the skipped position, and delivers the skipped one when it commits."""
-    insert = ("INSERT INTO recheck_changes (workload, row_key, at, old_result, new_result, old_failing, "
-              "new_failing) VALUES ('monitors', %s, NOW(3), 'a', 'b', 0, 0)")  # fmt: skip
+    insert = INSERT_CHANGE
     slow, quick = Database(watched), Database(watched)
     try:
         slow.conn.begin()
@@ -212,8 +219,8 @@ def test_a_change_that_commits_after_a_later_one_is_still_delivered(watched):
 def test_trimmed_to_changes_keep_and_a_reader_starts_at_the_oldest_kept(watched, sql):
     db = Database(watched)
     db.execute(
-        "INSERT INTO recheck_changes (workload, row_key, at, old_result, new_result, old_failing, "
-        "new_failing) SELECT 'monitors', seq, NOW(3), 'a', 'b', 0, 0 FROM seq_1_to_2500"
+        f"INSERT INTO {FEED} (row_key, at, old_result, new_result, old_failing, new_failing) "
+        "SELECT seq, NOW(3), 'a', 'b', 0, 0 FROM seq_1_to_2500"
     )  # MariaDB's sequence engine: test data only
     rows = Rows(watched, db)
     assert rows.trim_changes(1_000) == 1_500
@@ -252,9 +259,10 @@ def test_the_feed_costs_the_same_few_statements_per_batch_whatever_its_size(sett
         worker.poll()  # one take, one batch, one write-back
         cost.setdefault(size, []).append(statements(worker) - before)
     assert len(feed(client)) == 400 + 10 + 400 + 10  # every change recorded
-    print(f"statements per take with changes (columns read, locked read, writes, feed): {cost}")
-    # The columns' read, the locked read of the old results, the UPDATE, the feed's INSERT.
-    assert cost == {10: [4, 4], 400: [4]}, cost
+    print(f"statements per take with changes (columns read, locked read, writes, read back, feed): {cost}")
+    # The columns' read, the locked read of the old results, the UPDATE, the read back of the rows
+    # whose result may have changed, the feed's INSERT.
+    assert cost == {10: [5, 5], 400: [5]}, cost
 
 
 def test_a_workload_without_changes_has_no_feed(settings):
@@ -301,7 +309,7 @@ def test_the_feed_chains_exactly_across_kill_9_and_cut_connections(watched, sql,
     }
     chains: dict[int, list] = {}
     for _, key, old, new, old_failing, new_failing in query(
-        sql, "SELECT pos, row_key, old_result, new_result, old_failing, new_failing FROM recheck_changes "
+        sql, f"SELECT pos, row_key, old_result, new_result, old_failing, new_failing FROM {FEED} "
              "ORDER BY pos"):  # fmt: skip
         chains.setdefault(int(key), []).append((old, bool(old_failing), new, bool(new_failing)))
     assert sum(len(chain) for chain in chains.values()) > 60  # results really flipped
@@ -330,3 +338,170 @@ def test_recheck_changes_follow_prints_as_they_come(watched, make_worker, sql):
     finally:
         follower.send_signal(signal.SIGTERM)
         assert follower.wait(10) == 0, follower.stderr.read()
+
+
+# -- issue 32: never lose a change, one feed per table, any column type ---------------------------
+def follow_into(settings, since: int, delivered: list, stop: threading.Event, pause_after_first: float = 0.0):
+    """A reader following the feed in a thread; pause_after_first: a consumer that spends that
+    long on its first change (a slow alert hook)."""
+
+    def run():
+        client = Client(settings=settings)
+        try:
+            for change in client.changes(since, follow=True, idle=0.2):
+                delivered.append(change)
+                if len(delivered) == 1 and pause_after_first:
+                    time.sleep(pause_after_first)
+                if stop.is_set():
+                    break
+        except Exception:
+            if not stop.is_set():  # after the test, its database is gone: the reader's end
+                raise
+        finally:
+            client.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_write_back_committing_40_s_late_reaches_a_fast_and_a_slow_reader(watched):
+    """A write-back takes its feed position, then commits 40 s after a later one (a worker
+    paused inside its write-back). A fast reader and one that spends 31 s on its first change
+    both get it, and no checkpoint passes it meanwhile. (Before issue 32 both lost it: a
+    skipped position was given up after 30 s of the reader's own time.)"""
+    late, quick = Database(watched), Database(watched)
+    stop = threading.Event()
+    fast, slow = [], []
+    try:
+        late.conn.begin()
+        with late.conn.cursor() as cursor:
+            cursor.execute(INSERT_CHANGE, ("late",))  # its position now, its commit 40 s later
+        quick.execute(INSERT_CHANGE, ("quick",))
+        follow_into(watched, 0, fast, stop)
+        follow_into(watched, 0, slow, stop, pause_after_first=31)
+        wait_for(lambda: fast and slow, 10, "the later change")
+        late_pos = fast[0].pos - 1
+        assert fast[0].id == "quick" and fast[0].checkpoint < late_pos
+        # Meanwhile a reader that only reads what is there returns at once, its checkpoint below.
+        taken = list(Client(settings=watched).changes(0))
+        assert [c.id for c in taken] == ["quick"] and taken[-1].checkpoint < late_pos
+        time.sleep(40)
+        assert len(fast) == 1  # still awaited, not given up
+        late.conn.commit()
+        wait_for(lambda: len(fast) == 2 and len(slow) == 2, 10, "the late change, for both readers")
+        for delivered in (fast, slow):
+            assert [c.id for c in delivered] == ["quick", "late"]
+            assert delivered[1].checkpoint == delivered[0].pos  # both came: resume after the highest
+    finally:
+        stop.set()
+        late.close()
+        quick.close()
+
+
+def test_a_busy_neighbour_neither_loses_nor_trims_a_quiet_workloads_changes(watched, sql):
+    """Another workload of the same database commits 2,500 changes while one of this workload's
+    commits 0.5 s after a later one: delivered; each table has its feed, its positions and its
+    trimming. (Before: one table of positions for all workloads, so the reader waited on the
+    neighbour's positions, looked up only 1,000 of them, and lost the late change; a trim kept
+    changes_keep positions of all workloads, not of this one.)"""
+    pings = workload(watched, "pings", table="pings", changes_keep=1_000)
+    prepare(pings, "CREATE TABLE pings (id BIGINT PRIMARY KEY, url VARCHAR(200) NOT NULL)")
+    late, quick = Database(watched), Database(watched)
+    stop, delivered = threading.Event(), []
+    try:
+        follow_into(watched, 0, delivered, stop)
+        query(sql, "INSERT INTO pings_recheck_changes (row_key, at, old_result, new_result, old_failing, "
+                   "new_failing) SELECT seq, NOW(3), 'a', 'b', 0, 0 FROM seq_1_to_2500")  # fmt: skip
+        late.conn.begin()
+        with late.conn.cursor() as cursor:
+            cursor.execute(INSERT_CHANGE, ("late",))
+        quick.execute(INSERT_CHANGE, ("quick",))
+        wait_for(lambda: delivered, 5, "the later change")
+        time.sleep(0.5)
+        late.conn.commit()
+        wait_for(lambda: len(delivered) == 2, 40, "the late change")
+        assert [c.id for c in delivered] == ["quick", "late"]
+    finally:
+        stop.set()
+        late.close()
+        quick.close()
+    assert Rows(pings, Database(pings)).trim_changes(pings.changes_keep) == 1_500
+    assert Rows(watched, Database(watched)).trim_changes(1_000) == 0  # this feed's 2 changes stay
+    assert [c.id for c in Client(settings=watched).changes(0)] == ["late", "quick"]  # in position order
+    assert len(list(Client(settings=pings).changes(0))) == 1_000
+
+
+def test_two_deployments_in_one_database_never_see_each_others_feed(settings, sql):
+    """Both workloads named `default` (two deployments without a workloads file), two tables in
+    one database: each Client reads its own feed only."""
+    ours = settings.evolve(table="monitors", id_column="id", columns=("url",), changes=True)
+    theirs = settings.evolve(
+        table="pings", id_column="id", columns=("url",), changes=True, key_prefix="other"
+    )
+    assert ours.name == theirs.name == "default" and ours.changes_table != theirs.changes_table
+    prepare(ours, MONITORS)
+    prepare(theirs, "CREATE TABLE pings (id BIGINT PRIMARY KEY, url VARCHAR(200) NOT NULL)")
+    for deployment, key in ((ours, "ours"), (theirs, "theirs")):
+        Database(deployment).execute(INSERT_CHANGE.replace(FEED, deployment.changes_table), (key,))
+    assert [c.id for c in Client(settings=ours).changes(0)] == ["ours"]
+    assert [c.id for c in Client(settings=theirs).changes(0)] == ["theirs"]
+
+
+def test_a_long_changes_table_name_is_cut_and_stays_unique(settings):
+    long_a, long_b = "a" * 60, "a" * 59 + "b"
+    names = {settings.evolve(table=t).changes_table for t in (long_a, long_b)}
+    assert len(names) == 2 and all(len(n) <= 64 and n.endswith("_recheck_changes") for n in names)
+
+
+# Each stored result column type, what the check returns (the same value every time, written in
+# another way than MySQL gives it back), and the feed's text of the stored value.
+COLUMN_TYPES = {
+    "INT": (7, "7"),
+    "DECIMAL(5,2)": ("0.5", "0.50"),
+    "DOUBLE": (0.1, "0.1"),
+    "FLOAT": (0.123456789, None),  # a single-precision float: whatever MySQL gives back
+    "TINYINT(1)": (True, "1"),
+    "CHAR(10)": ("ok   ", "ok"),  # CHAR drops trailing spaces
+}
+
+
+@pytest.mark.parametrize("column_type", list(COLUMN_TYPES))
+def test_a_result_that_stays_the_same_in_its_own_type_is_no_change(settings, make_worker, sql, column_type):
+    value, shown = COLUMN_TYPES[column_type]
+    scores = settings.evolve(table="scores", id_column="id", result_column="score", changes=True,
+                             check_kind="batch")  # fmt: skip
+    prepare(scores, "CREATE TABLE scores (id BIGINT PRIMARY KEY)",
+            f"ALTER TABLE scores MODIFY score {column_type} NULL",  # init-db added it: now of this type
+            "INSERT INTO scores (id) SELECT seq FROM seq_1_to_20")  # fmt: skip
+    answer = {"value": value}
+    worker = make_worker(scores, lambda ids: [answer["value"]] * len(ids))
+    for _ in range(3):
+        query(sql, "UPDATE scores SET next_check_at = NOW(3) - INTERVAL 1 SECOND")
+        drain(worker, scores)
+    assert scalar(sql, "SELECT MIN(check_count) FROM scores") == 3  # every check written, every time
+    changes = list(Client(settings=scores).changes(0))
+    assert [(c.old, c.old_failing) for c in changes] == [(None, False)] * 20  # the first results only
+    stored = scalar(sql, "SELECT score FROM scores LIMIT 1")
+    assert {c.new for c in changes} == {shown if shown is not None else str(stored)}
+    answer["value"] = 0  # a real change: recorded once per row
+    query(sql, "UPDATE scores SET next_check_at = NOW(3) - INTERVAL 1 SECOND")
+    drain(worker, scores)
+    last = max(c.pos for c in changes)
+    assert len(list(Client(settings=scores).changes(last))) == 20
+
+
+def test_a_long_stored_result_never_stops_its_row_being_written(settings, make_worker, sql):
+    """The application's own 5,000-character value in a TEXT result column: the first check's
+    change records it whole, and the row is written. (Before: the feed's VARCHAR(1024) refused
+    it, the success became a failure whose record was refused again: the row was never written
+    and checked again and again.)"""
+    notes = settings.evolve(table="notes", id_column="id", result_column="summary", changes=True,
+                            check_kind="batch")  # fmt: skip
+    prepare(notes, "CREATE TABLE notes (id BIGINT PRIMARY KEY)", "ALTER TABLE notes MODIFY summary TEXT NULL",
+            "INSERT INTO notes (id, summary) SELECT seq, REPEAT('y', 5000) FROM seq_1_to_5")  # fmt: skip
+    worker = make_worker(notes, lambda ids: ["short"] * len(ids))
+    drain(worker, notes)
+    assert scalar(sql, "SELECT MIN(check_count) FROM notes") == 1
+    changes = list(Client(settings=notes).changes(0))
+    assert [(len(c.old), c.new) for c in changes] == [(5_000, "short")] * 5

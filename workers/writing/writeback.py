@@ -273,15 +273,15 @@ class WriteBack:
 
 class WritePlan:
     """One write-back's statements: [read the rows as they are,] the successes' UPDATE, the
-    failures' two UPDATEs[, the change feed's INSERT]; run(cursor) runs them in the caller's
-    transaction and counts what they did."""
+    failures' two UPDATEs[, read back what may have changed, the change feed's INSERT]; run(cursor)
+    runs them in the caller's transaction and counts what they did."""
 
     def __init__(self, rows: Rows, successes: list[tuple], failures: list[tuple], shown: list[str] | None):
         self.rows, self.successes, self.failures, self.shown = rows, successes, failures, shown
         self.writes = ([rows.write_success(successes)] if successes else []) + (
             rows.write_failures(failures) if failures else []
         )
-        self.statements = len(self.writes) + (2 if shown is not None else 0)
+        self.statements = len(self.writes) + (3 if shown is not None else 0)
 
     def run(self, cursor) -> Written:
         before = None
@@ -294,28 +294,56 @@ class WritePlan:
         stale = len(self.successes) - succeeded + len(self.failures) - failed
         recorded = 0
         if before:
-            records = transitions(before, self.successes, self.failures, self.shown)
+            maybe = candidates(before, self.successes)
+            after = {}
+            if maybe:  # read back, in the column's own type, only what may have changed
+                cursor.execute(*self.rows.read_after_write([self.successes[place - 1][0] for place in maybe]))
+                after = {maybe[int(n) - 1]: result for n, result in cursor.fetchall()}
+            records = transitions(before, after, self.successes, self.failures, self.shown)
             if records:
                 recorded = cursor.execute(*self.rows.record_changes(records))
         return Written(succeeded, failed, stale, changes=recorded)
 
 
-def transitions(before: dict, successes: Sequence[tuple], failures: Sequence[tuple], shown: Sequence[str]):
+def as_text(value) -> str | None:
+    """A stored result as the feed shows it: text as it is, binary as UTF-8 (bad bytes replaced),
+    numbers and times as Python writes them (PyMySQL's values: Decimal('0.50') is '0.50')."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "replace")
+    return str(value)
+
+
+def candidates(before: dict, successes: Sequence[tuple]) -> list[int]:
+    """Places (from 1) of the successes whose stored result may change or that end a failing
+    streak: those whose stored value, as text, differs from the check's text. Equal text is
+    the same value in every column type; different text may still be the same value ('0.5'
+    into a DECIMAL holding 0.50, 'ok ' into a CHAR), which reading back tells."""
+    return [
+        place
+        for place, row in enumerate(successes, 1)
+        if place in before and (before[place][1] or as_text(before[place][0]) != row[2])
+    ]
+
+
+def transitions(
+    before: dict, after: dict, successes: Sequence[tuple], failures: Sequence[tuple], shown: Sequence[str]
+) -> list[tuple]:
     """The change feed's records (key, old, new, old_failing, new_failing, error) of one write:
-    a success whose result differs from the stored one (compared exactly: 'UP' is not 'up'), or
-    that ends a failing streak; a failure that starts one (the stored result stays). before:
-    place in successes + failures (from 1) -> (stored result, fail count), for the rows the
-    write will touch (the others are fenced out and change nothing)."""
+    a success whose stored result changed (compared as stored, in the column's own type: 'UP' is
+    not 'up', 0.50 is 0.5), or that ends a failing streak; a failure that starts one (the stored
+    result stays). before: place in successes + failures (from 1) -> (stored result, fail count)
+    for the rows the write touches (the others are fenced out and change nothing); after: place
+    -> stored result after the write, for the successes read back (candidates())."""
     records = []
-    for place, row in enumerate(successes, 1):
-        if place in before:
-            old, fails = before[place]
-            old = old.decode("utf-8", "replace") if isinstance(old, bytes) else old
-            if fails or old != row[2]:
-                records.append((shown[place - 1], old, row[2], bool(fails), False, None))
+    for place in sorted(after):
+        old, fails = before[place]
+        new = after[place]
+        if fails or old != new:
+            records.append((shown[place - 1], as_text(old), as_text(new), bool(fails), False, None))
     for place, row in enumerate(failures, len(successes) + 1):
         if place in before and not before[place][1]:
-            old = before[place][0]
-            old = old.decode("utf-8", "replace") if isinstance(old, bytes) else old
+            old = as_text(before[place][0])
             records.append((shown[place - 1], old, old, False, True, row[2]))
     return records
