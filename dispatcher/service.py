@@ -58,6 +58,7 @@ class DispatcherService(Service):
             self.deployment.dashboard_host,
             self.deployment.dashboard_port,
             self.deployment.dashboard_token.get_secret_value(),
+            self.deployment.dashboard_hosts,
         )
         self.next_beat = 0.0
         self.last_handover = 0.0  # when this dispatcher last gave a lease back to share them out

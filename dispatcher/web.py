@@ -9,7 +9,13 @@ actions (now, pause, resume, release: recheck/client.py) as POST /api/action, an
 that carries the token in the X-Recheck-Token header, as JSON, from the page's own origin:
 a cross-site form cannot set that header or that content type, a cross-site script's request
 with them needs a CORS preflight this server never grants, and GET changes nothing. Every
-action is logged with its ids.
+action, done or refused, is logged with its ids.
+
+Every request must name this server in its Host header (localhost, 127.0.0.1, ::1, the bind
+address, or RECHECK_DASHBOARD_HOSTS): a DNS-rebinding page (its own name pointed at this
+machine) cannot read results and errors. A connection that sends nothing for IDLE_TIMEOUT is
+closed, and one peer holds at most PER_PEER connections, so idle half-sent connections cannot
+keep everyone else out.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import hmac
 import json
 import logging
 import threading
+from collections import Counter
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -44,14 +51,21 @@ LOOKUP_WAIT = 2.0  # seconds a lookup waits for its turn before the page is told
 REQUESTS = 64  # requests served at once (a thread each); more are turned away
 ACTION_BODY_LIMIT = 65_536  # bytes of an action's JSON
 ACTION_IDS = 1_000  # ids per action
+IDLE_TIMEOUT = 5.0  # seconds a connection may wait between bytes of a request
+PER_PEER = 16  # connections one address may hold at once
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
+WILDCARDS = ("", "0.0.0.0", "::")
 
 
 class Dashboard:
-    def __init__(self, monitors: list[Monitor], host: str, port: int, token: str = ""):
+    def __init__(self, monitors: list[Monitor], host: str, port: int, token: str = "", hosts: str = ""):
         self.monitors = {monitor.workload: monitor for monitor in monitors}
         self.host = host
         self.port = port
         self.token = token  # '' = read-only
+        extra = [name.strip().lower() for name in hosts.split(",") if name.strip()]
+        ours = [] if host in WILDCARDS else [host.lower()]
+        self.hosts = frozenset([*LOOPBACK, *ours, *extra])
         self.server: ThreadingHTTPServer | None = None
         self.lookups = threading.BoundedSemaphore(ROW_LOOKUPS)
 
@@ -99,6 +113,14 @@ class Dashboard:
         if story is None:
             return HTTPStatus.NOT_FOUND, {"error": f"no row with id {key_text!r} in {monitor.title}"}
         return HTTPStatus.OK, story
+
+    def names_us(self, host_header: str | None) -> bool:
+        """Whether a request's Host header names this server (the port is not compared: a
+        published port may differ from the one bound)."""
+        if not host_header:
+            return False
+        host = urlsplit(f"//{host_header.strip()}").hostname or ""
+        return host.lower() in self.hosts
 
     def allows(self, token: str | None) -> bool:
         if not self.token or token is None:
@@ -162,15 +184,24 @@ class Dashboard:
 
 
 class BoundedServer(ThreadingHTTPServer):
-    """A thread per request, but at most REQUESTS at once: beyond that a connection is closed
-    unanswered instead of starting yet another thread."""
+    """A thread per request, but at most REQUESTS at once and PER_PEER per address: beyond that
+    a connection is closed unanswered instead of starting yet another thread."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.slots = threading.BoundedSemaphore(REQUESTS)
+        self.peers: Counter[str] = Counter()
+        self.peers_lock = threading.Lock()
 
     def process_request(self, request, client_address) -> None:
-        if not self.slots.acquire(blocking=False):
+        peer = client_address[0]
+        with self.peers_lock:
+            crowded = self.peers[peer] >= PER_PEER
+            if not crowded:
+                self.peers[peer] += 1
+        if crowded or not self.slots.acquire(blocking=False):
+            if not crowded:
+                self.left(peer)
             self.shutdown_request(request)
             return
         super().process_request(request, client_address)
@@ -180,6 +211,13 @@ class BoundedServer(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self.slots.release()
+            self.left(client_address[0])
+
+    def left(self, peer: str) -> None:
+        with self.peers_lock:
+            self.peers[peer] -= 1
+            if self.peers[peer] <= 0:
+                del self.peers[peer]
 
 
 def summary(facts: dict | None) -> dict:
@@ -194,8 +232,22 @@ class Handler(BaseHTTPRequestHandler):
     dashboard: Dashboard
     server_version = "recheck"
     sys_version = ""
+    timeout = IDLE_TIMEOUT  # socketserver applies it to the connection: an idle one is closed
+
+    def host_refused(self) -> bool:
+        """Answer 421 to a request that does not name this server (DNS rebinding); True if so.
+        /healthz tells nothing, so answers any name (a probe may name the address it dialled)."""
+        if self.dashboard.names_us(self.headers.get("Host")) or urlsplit(self.path).path == "/healthz":
+            return False
+        host = self.headers.get("Host")
+        log.warning("dashboard request refused from %s: Host %r is not this server's name (add it "
+                    "to RECHECK_DASHBOARD_HOSTS if it is)", self.address_string(), host)  # fmt: skip
+        self.answer(HTTPStatus.MISDIRECTED_REQUEST, "this server does not answer to that Host name")
+        return True
 
     def do_GET(self) -> None:
+        if self.host_refused():
+            return
         url = urlsplit(self.path)
         query = parse_qs(url.query)
         if url.path == "/":
@@ -223,12 +275,15 @@ class Handler(BaseHTTPRequestHandler):
     do_PUT = do_DELETE = do_PATCH = refuse
 
     def do_POST(self) -> None:
+        if self.host_refused():
+            return
         if urlsplit(self.path).path != "/api/action" or not self.dashboard.token:
             self.refuse()
             return
         problem = self.action_refused()
         if problem is not None:
-            log.warning("dashboard action refused from %s: %s", self.address_string(), problem[1])
+            log.warning("dashboard action refused from %s: %s (%s)", self.address_string(), problem[1],
+                        self.refused_ids())  # fmt: skip
             self.answer(*problem)
             return
         try:
@@ -241,6 +296,20 @@ class Handler(BaseHTTPRequestHandler):
             return
         status, body = self.dashboard.act(request, self.address_string())
         self.reply(status, "application/json", json.dumps(body).encode())
+
+    def refused_ids(self) -> str:
+        """What a refused action asked for, for its log line: its action and ids (at most 20)
+        when its body is a readable JSON action, else why they cannot be told."""
+        length = self.headers.get("Content-Length")
+        if length is None or not length.isdigit() or int(length) > ACTION_BODY_LIMIT:
+            return "body not read"
+        try:
+            request = json.loads(self.rfile.read(int(length)))
+            ids = [str(row_id) for row_id in request.get("ids", [])][:21]
+        except (ValueError, AttributeError, TypeError, OSError):
+            return "body not an action"
+        shown = ", ".join(ids[:20]) + (" ..." if len(ids) > 20 else "")
+        return f"action {str(request.get('action'))[:20]!r}, ids {shown or 'none'}"
 
     def action_refused(self) -> tuple[HTTPStatus, str] | None:
         """Why this POST may not act (None: it may)."""

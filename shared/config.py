@@ -246,6 +246,9 @@ class DeploymentFields(BaseModel):
     dashboard_port: Annotated[int, Field(ge=0, le=65535)] = 8080
     # With a token, the dashboard also offers now, pause, resume and release (a POST carrying it).
     dashboard_token: SecretStr = SecretStr("")
+    # Host names the dashboard answers to, besides localhost, 127.0.0.1, ::1 and dashboard_host:
+    # a request naming any other (a DNS-rebinding page) is refused. Comma-separated.
+    dashboard_hosts: str = ""
 
     # `recheck health`: each process writes its role, pid and heartbeat key here ('' = off).
     health_file: str = ""

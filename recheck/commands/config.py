@@ -125,8 +125,14 @@ def table_problems(workload: Workload, db: Database) -> list[str]:
         return [f"workload {workload.name}: {missing_table(workload, db)}"]
     where = f"workload {workload.name}: table {workload.mysql.database}.{workload.table}"
     found = [f"{where} {problem}" for problem in plan.fatal]
-    if plan.changes:
-        found.append(f"{where} needs {len(plan.changes)} change(s); `recheck init-db` prints them")
+    if plan.clauses:
+        found.append(f"{where} needs {len(plan.clauses)} change(s); `recheck init-db` prints them")
+    if plan.advised:
+        found.append(
+            f"{where}: its due column's default is the inserting session's local time, so rows inserted "
+            "from a session in another time zone are due hours early or late; `recheck init-db --apply` "
+            "makes it UTC whatever the session"
+        )
     return found
 
 

@@ -104,7 +104,7 @@ def prepare_table(
         for problem in plan.fatal:
             say(f"table {where} {problem}")
         return 1
-    if not plan.changes:
+    if not plan.clauses:
         say(f"table {where} is ready")
         return 0
     statement = plan.alter_statement(workload)

@@ -293,6 +293,22 @@ FROM (
     ORDER BY {due}
     LIMIT %(cap)s) AS due_rows
 
+-- name: due_ahead_unchecked
+-- Rows never checked whose due time is more than their interval ahead: rows are due at once when
+-- inserted, so these were most likely inserted from a session in another time zone (a DATETIME
+-- default of CURRENT_TIMESTAMP is the session's local time). Looks at the %(cap)s rows due soonest
+-- beyond one (workload) interval, through the due index; parked rows (year 9999) are not counted.
+SELECT COUNT(*)
+FROM (
+    SELECT {checked}, {due}, {row_interval_us} AS every_us
+    FROM {table}
+    WHERE {due} > NOW(3) + INTERVAL %(interval_us)s MICROSECOND
+      AND {due} < TIMESTAMP'9999-01-01 00:00:00'
+    ORDER BY {due}
+    LIMIT %(cap)s) AS ahead
+WHERE ahead.{checked} IS NULL
+  AND ahead.{due} > NOW(3) + INTERVAL ahead.every_us MICROSECOND
+
 -- name: overdue_rows
 -- The oldest rows overdue by more than 1 s (at most %(limit)s, through the due index): each one's
 -- due time (ms, as queue entries carry it), how late it is and its own interval (us), so that
@@ -388,7 +404,7 @@ CREATE TABLE IF NOT EXISTS {table} (
     {id} BIGINT UNSIGNED NOT NULL,
     {result} VARCHAR(255) NULL COMMENT 'recheck: the last check''s result',
     {checked} DATETIME(3) NULL COMMENT 'recheck: database time of the last completed check',
-    {due} DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) COMMENT 'recheck: when the row is next due',
+    {due} DATETIME(3) NOT NULL DEFAULT {due_default} COMMENT 'recheck: when the row is next due',
     {count} INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'recheck: completed checks',
     {fails} INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'recheck: consecutive failed checks',
     {error} VARCHAR(255) NULL COMMENT 'recheck: the last failure or quarantine reason',
@@ -432,7 +448,7 @@ WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %(table)s
 
 -- name: table_columns
 SELECT COLUMN_NAME, DATA_TYPE, CHARACTER_MAXIMUM_LENGTH, IS_NULLABLE, COLUMN_TYPE, DATETIME_PRECISION,
-       COLUMN_COMMENT, CHARACTER_SET_NAME, COLLATION_NAME
+       COLUMN_COMMENT, CHARACTER_SET_NAME, COLLATION_NAME, COLUMN_DEFAULT
 FROM information_schema.COLUMNS
 WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %(table)s
 

@@ -244,6 +244,12 @@ class Rows:
     def count(self) -> int:
         return int(self.db.scalar(self.queries.count_rows))
 
+    def due_ahead_unchecked(self, cap: int) -> int:
+        """Rows never checked due more than their interval ahead (of the `cap` rows due soonest
+        beyond one interval): inserted from a session in another time zone, most likely."""
+        args = {"cap": cap, **interval_params(self.workload)}
+        return int(self.db.scalar(self.queries.due_ahead_unchecked, args))
+
     def count_paused(self) -> int:
         return int(self.db.scalar(self.queries.count_paused))
 

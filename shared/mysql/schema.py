@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from recheck.shared.config import ConfigError, Workload
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.keytypes import MAX_KEY_BYTES, MAX_KEY_CHARS, BinaryKeys, IntKeys, KeyKind, TextKeys
-from recheck.shared.mysql.sql import Queries, quote
+from recheck.shared.mysql.sql import Queries, due_default, quote
 
 INTEGER_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
 TEXT_KEY_TYPES = {"char", "varchar"}
@@ -37,6 +37,7 @@ class Column:
     comment: str = ""
     charset: str | None = None  # of a text column
     collation: str | None = None
+    default: str | None = None  # as information_schema spells it: 'current_timestamp(3)', 'utc_timestamp(3)'
 
     @property
     def made_by_recheck(self) -> bool:
@@ -58,8 +59,9 @@ def read_columns(workload: Workload, db: Database) -> dict[str, Column]:
     return {
         name.lower(): Column(data_type.lower(), int(length) if length else None, nullable == "YES",
                              column_type.lower(), None if precision is None else int(precision),
-                             comment or "", charset, collation)
-        for name, data_type, length, nullable, column_type, precision, comment, charset, collation in rows
+                             comment or "", charset, collation, default)
+        for name, data_type, length, nullable, column_type, precision, comment, charset, collation, default
+        in rows
     }  # fmt: skip
 
 
@@ -104,11 +106,16 @@ class SchemaProblem(Exception):
 class TablePlan:
     exists: bool
     fatal: list[str] = field(default_factory=list)  # problems recheck cannot fix by itself
-    changes: list[str] = field(default_factory=list)  # ALTER TABLE clauses
+    changes: list[str] = field(default_factory=list)  # ALTER TABLE clauses recheck cannot run without
+    advised: list[str] = field(default_factory=list)  # ALTER TABLE clauses it runs without, but worse
     adds_due: bool = False  # the due column is among the changes: every row will get one due time
 
+    @property
+    def clauses(self) -> list[str]:
+        return self.changes + self.advised
+
     def alter_statement(self, workload: Workload) -> str:
-        return f"ALTER TABLE {quote(workload.table)}\n  " + ",\n  ".join(self.changes)
+        return f"ALTER TABLE {quote(workload.table)}\n  " + ",\n  ".join(self.clauses)
 
 
 ROLE_SETTINGS = {  # recheck's columns, each with the setting that names it
@@ -126,12 +133,23 @@ def column_definitions(workload: Workload) -> dict[str, str]:
     return {
         workload.result_column: "VARCHAR(255) NULL",
         workload.checked_column: "DATETIME(3) NULL",
-        # Existing rows become due at once; rows the application inserts later too.
-        workload.due_column: "DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)",
+        # Existing rows become due at once; rows the application inserts later too, whatever
+        # the inserting session's time zone (due_default()).
+        workload.due_column: f"DATETIME(3) NOT NULL DEFAULT {due_default(workload)}",
         workload.count_column: "INT UNSIGNED NOT NULL DEFAULT 0",
         workload.fail_column: "INT UNSIGNED NOT NULL DEFAULT 0",
         workload.error_column: "VARCHAR(255) NULL",
     }
+
+
+SESSION_CLOCKS = ("current_timestamp", "now(", "localtime", "sysdate")  # defaults in the session's zone
+
+
+def follows_session_zone(column: Column) -> bool:
+    """A DATETIME whose default is the inserting session's local time (TIMESTAMP columns store
+    the instant itself and are read back in recheck's zone: they are right in every zone)."""
+    default = (column.default or "").lower()
+    return column.data_type == "datetime" and default.startswith(SESSION_CLOCKS)
 
 
 def added_column(workload: Workload, name: str) -> str:
@@ -193,6 +211,10 @@ def inspect_table(workload: Workload, db: Database, adopt: tuple[str, ...] = ())
     due = columns.get(due_column)
     if due is not None:
         plan.fatal += due_column_problems(workload, due)
+        if follows_session_zone(due) and due_default(workload) != "CURRENT_TIMESTAMP(3)":
+            plan.advised.append(
+                f"ALTER COLUMN {quote(workload.due_column)} SET DEFAULT {due_default(workload)}"
+            )
     for column in column_definitions(workload):
         if column.lower() not in columns:
             plan.changes.append(added_column(workload, column))

@@ -91,6 +91,21 @@ def due_expressions(workload: Workload) -> dict[str, str]:
     return {"next_due_us": after_success, "retry_due_us": after_failure}
 
 
+def due_default(workload: Workload) -> str:
+    """The due column's default: now, on recheck's clock (RECHECK_DB_TIME_ZONE), whatever the time
+    zone of the session that inserts the row. CURRENT_TIMESTAMP follows the inserting session's
+    zone: a producer in a +02:00 session would store rows due two hours from now. An expression
+    default (MySQL 8.0.13+, MariaDB 10.2+) does not. With the server's own zone (an empty
+    RECHECK_DB_TIME_ZONE) recheck cannot name it: CURRENT_TIMESTAMP, and docs/application-api.md
+    says to insert in that zone."""
+    zone = workload.deployment.db_time_zone
+    if zone in ("+00:00", "-00:00", "UTC"):
+        return "(UTC_TIMESTAMP(3))"
+    if zone:  # validated against a strict pattern by the settings
+        return f"(CONVERT_TZ(UTC_TIMESTAMP(3), '+00:00', '{zone}'))"
+    return "CURRENT_TIMESTAMP(3)"
+
+
 class Queries:
     """Every statement of a package, ready to execute: ``Queries(workload).due_page``.
 
@@ -117,6 +132,7 @@ class Queries:
         quoted["key_match"] = keys.key_match if keys else UNKNOWN_KEYS
         quoted["key_out"] = (keys or INT_KEYS).key_out.format(id=quoted["id"])
         quoted["row_interval_us"] = row_interval_us(workload, alias="")
+        quoted["due_default"] = due_default(workload)
         quoted["check_columns"] = ", ".join(f"t.{quote(c)}" for c in workload.columns) or "NULL"
         for name, expression in due_expressions(workload).items():
             quoted[name] = expression.replace("{fails}", quoted["fails"])

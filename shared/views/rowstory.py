@@ -93,7 +93,13 @@ def state_of(workload: Workload, story: dict, where: dict, due_ms: int) -> tuple
         )
     late = story["late_s"]
     if late < 0:
-        return "waiting", f"waiting for its due time, in {-late:.1f} s"
+        waiting = f"waiting for its due time, in {-late:.1f} s"
+        if story["checked"] is None and -late > workload.interval:  # never checked, due far ahead
+            waiting += (
+                f", though it was never checked and its interval is {workload.interval:g} s: rows are due "
+                "when inserted, so was it inserted from a session in another time zone? (`recheck config`)"
+            )
+        return "waiting", waiting
     if late <= workload.deployment.sweep_grace:
         return "due", f"due {late:.1f} s ago, about to be dispatched"
     return "overdue", (

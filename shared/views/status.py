@@ -33,9 +33,11 @@ NOT_FRESH = 3  # `recheck status` exit code when rows are overdue or checks fail
 OVERDUE_DETAIL = 2_000  # the oldest overdue rows a sample reads one by one (only when any are)
 
 
-def shown_key(key: int | str | bytes) -> int | str:
-    """A key as status, JSON and the dashboard show it: binary keys as hex."""
-    return key.hex() if isinstance(key, bytes | bytearray) else key
+def shown_key(key: int | str | bytes) -> str:
+    """A key as status, JSON and the dashboard show it: text, binary keys as hex. Never a JSON
+    number: JavaScript reads numbers as doubles, so 9007199254740993 would arrive as ...992 and a
+    dashboard action would hit the wrong row."""
+    return key.hex() if isinstance(key, bytes | bytearray) else str(key)
 
 
 def freshness(rows: Rows, cap: int) -> dict:
@@ -116,6 +118,7 @@ def gather(
         "paused": rows.count_paused(),
     }
     facts["failing_rows"] = rows.count_failing(cap) if count_rows else None
+    facts["due_ahead_unchecked"] = rows.due_ahead_unchecked(cap) if count_rows else None
     quarantined = rows.quarantined(limit=20) if facts["quarantined"] else []
     facts["quarantined_ids"] = [{"id": shown_key(i), "reason": reason} for i, reason in quarantined]
     overview = store.overview()
@@ -180,6 +183,7 @@ class Sampler:
         self._failing_at = -SLOW_EVERY
         self._rows: int | None = None
         self._interval_range: tuple[float, float] | None = None
+        self._due_ahead: int | None = None
         self._failing_rows: int | None = None
         self._failing: list[dict] = []
         self._previous: tuple[float, int] | None = None  # (time, checked + failed)
@@ -193,6 +197,7 @@ class Sampler:
             self._slow_at = now
             self._rows = self.rows.count()
             self._interval_range = self.rows.interval_range()  # a scan with an interval column
+            self._due_ahead = self.rows.due_ahead_unchecked(self.cap)
         # Failing rows: a scan, so every 30 s, but every 5 s while checks fail or rows are failing.
         hurry = facts["recent_failed"] or self._failing
         if slow or (hurry and now - self._failing_at >= FAILING_EVERY):
@@ -204,6 +209,7 @@ class Sampler:
             ]
         facts["rows"] = self._rows
         facts["interval_range_s"] = self._interval_range
+        facts["due_ahead_unchecked"] = self._due_ahead
         facts["failing_rows"] = self._failing_rows
         facts["failing"] = self._failing
         facts["checks_per_second"] = self._rate(now, facts["counters"])
@@ -389,4 +395,14 @@ def render(facts: dict, workload: str | None = None) -> str:
             f"first {clock(group['first_seen'])}, last {clock(group['last_seen'])})"
         )
     lines.append(f"  {verdict(facts)}")
+    if facts.get("due_ahead_unchecked"):
+        lines.append(f"  warning: {due_ahead_warning(facts)}")
     return "\n".join(lines)
+
+
+def due_ahead_warning(facts: dict) -> str:
+    return (
+        f"{capped(facts['due_ahead_unchecked'], facts)} rows never checked are due more than their "
+        "interval ahead: rows are due when inserted, so were they inserted from a session in another "
+        "time zone? (`recheck config` tells; docs/application-api.md)"
+    )

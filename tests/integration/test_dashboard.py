@@ -10,6 +10,8 @@ import json
 import re
 import shutil
 import signal
+import socket
+import time
 import urllib.request
 from pathlib import Path
 
@@ -345,3 +347,78 @@ def test_row_lookups_are_bounded_whatever_the_flood(settings, monkeypatch):
         thread.join(10)
     assert most == 4, f"{most} lookups (MySQL connections) at once"  # web.ROW_LOOKUPS
     assert statuses == [HTTPStatus.OK] * 16  # they waited their turn
+
+
+BIG_IDS = (2**53, 2**53 + 1, 2**64 - 2, 2**64 - 1)  # beyond what a JavaScript number holds exactly
+
+
+def test_ids_beyond_2_53_reach_the_page_and_come_back_as_the_same_row(make_settings, procs, browser, sql):
+    """Ids travel as text: searching 9007199254740993 shows that row, and pausing it pauses that
+    row, not 9007199254740992 (before issue 32 they were JSON numbers: the page showed ...992 and
+    paused it; ids near 2^64 could not be acted on at all)."""
+    dashboard, token = free_port(), "big-ids-token"
+    settings = make_settings(interval=3600, dashboard_port=dashboard, dashboard_token=token)
+    values = ", ".join(f"({i}, NOW(3) + INTERVAL 1 HOUR)" for i in BIG_IDS)
+    query(sql, f"INSERT INTO user_block_status (user_id, next_check_at) VALUES {values}")
+    procs.start("dispatcher", settings)
+    url = f"http://127.0.0.1:{dashboard}/"
+    wait_for(lambda: get(url + "healthz") == "ok\n", 20, "the dashboard to listen")
+    page = browser.new_page(viewport={"width": 1360, "height": 1000})
+    page.goto(url)
+    page.locator("#token").wait_for(state="visible", timeout=10_000)
+    page.locator("#token").fill(token)
+    page.locator("#token").dispatch_event("change")
+    paused = "SELECT user_id FROM user_block_status WHERE next_check_at > '9999-01-01' ORDER BY user_id"
+    for wanted in (2**53 + 1, 2**64 - 1):
+        page.locator("#search-id").fill(str(wanted))
+        page.locator("#search button").click()
+        page.locator("#row-title", has_text=f" id {wanted} · waiting").wait_for(timeout=5_000)
+        page.locator("#row-actions button[data-action=pause]").click()
+        page.locator("#action-result", has_text=f"pause {wanted}: done").wait_for(timeout=5_000)
+    assert [int(row[0]) for row in query(sql, paused)] == [2**53 + 1, 2**64 - 1]
+
+
+def raw_get(port: int, path: str, host: str) -> int:
+    """A GET with a Host header of our choosing; the status code."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        return int(conn.recv(100).split()[1])
+
+
+def test_the_dashboard_answers_only_its_own_names_and_sheds_idle_connections(make_settings, procs):
+    """A DNS-rebinding page (another name pointed at this machine) is refused; 70 idle half-sent
+    connections from one address neither keep anyone else out nor stay open for long."""
+    dashboard = free_port()
+    settings = make_settings(dashboard_port=dashboard, dashboard_hosts="recheck.internal")
+    dispatcher = procs.start("dispatcher", settings)
+    wait_for(lambda: get(f"http://127.0.0.1:{dashboard}/healthz") == "ok\n", 20, "the dashboard to listen")
+    assert raw_get(dashboard, "/api/status", f"127.0.0.1:{dashboard}") == 200
+    assert raw_get(dashboard, "/api/status", "localhost") == 200
+    assert raw_get(dashboard, "/api/status", "recheck.internal:8080") == 200  # RECHECK_DASHBOARD_HOSTS
+    assert raw_get(dashboard, "/api/status", f"evil.example:{dashboard}") == 421
+    assert raw_get(dashboard, "/", "evil.example") == 421
+    assert raw_get(dashboard, "/healthz", "10.1.2.3:8080") == 200  # tells nothing: any name
+    assert "Host 'evil.example' is not this server's name" in procs.log_of(dispatcher)
+
+    idle = []
+    for _ in range(70):  # from 127.0.0.2: another address than the requests below
+        conn = socket.socket()
+        conn.bind(("127.0.0.2", 0))
+        conn.connect(("127.0.0.1", dashboard))
+        conn.sendall(b"GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finished
+        idle.append(conn)
+    try:
+        started = time.monotonic()
+        assert raw_get(dashboard, "/api/status", "127.0.0.1") == 200
+        assert time.monotonic() - started < 2
+        for conn in idle:  # each one closed (beyond PER_PEER: at once) or answered with an error
+            conn.settimeout(15)
+            try:
+                answer = conn.recv(100)
+            except TimeoutError:
+                pytest.fail("an idle half-sent connection was held open for 15 s")
+            assert answer == b"" or (answer.startswith(b"HTTP/1.") and b" 200 " not in answer), answer
+        assert time.monotonic() - started < 12  # every one let go within the idle timeout (5 s)
+    finally:
+        for conn in idle:
+            conn.close()

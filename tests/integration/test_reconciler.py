@@ -97,7 +97,8 @@ def test_an_id_that_keeps_killing_workers_is_quarantined_then_released(make_work
     facts = only_workload(status.stdout)
     assert facts["quarantined"] == 1, status.stderr
     assert (
-        facts["quarantined_ids"][0]["id"] == 1 and "after 3+ deaths" in facts["quarantined_ids"][0]["reason"]
+        facts["quarantined_ids"][0]["id"] == "1"
+        and "after 3+ deaths" in facts["quarantined_ids"][0]["reason"]
     )
     assert (
         "quarantined id 1: quarantined: its worker died twice while checking this row alone"
