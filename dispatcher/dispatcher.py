@@ -86,7 +86,10 @@ class DuePusher:
         """The ids the application asked to check now (Client.now, `recheck now`, resume): their
         rows read by key and pushed to the head of the queue, whatever the keyset cursor has
         passed; returns how many went."""
-        asked = self.store.take_asked(ASKED_PER_READ)
+        room = self.workload.high_water - self.store.queue_depth()
+        if room <= 0:  # at high water: asked ids wait in their list (their rows are due anyway)
+            return 0
+        asked = self.store.take_asked(min(ASKED_PER_READ, room))
         if not asked:
             return 0
         keys = self.learn_keys()

@@ -49,7 +49,7 @@ class Actions:
         active = [key for key, (paused, quarantined) in found.items() if not (paused or quarantined)]
         self.rows.mark_now(active)
         self._ask(active)
-        return Acted(active, missing, [key for key in found if key not in active])
+        return Acted(active, missing, left_alone(found, active))
 
     def pause(self, ids: Iterable) -> Acted:
         """Never dispatched until resumed; a check in flight meanwhile is fenced out. Costs
@@ -58,7 +58,7 @@ class Actions:
         found, missing = self._existing(ids)
         pausable = [key for key, (_, quarantined) in found.items() if not quarantined]
         self.rows.pause(pausable)
-        return Acted(pausable, missing, [key for key in found if key not in pausable])
+        return Acted(pausable, missing, left_alone(found, pausable))
 
     def resume(self, ids: Iterable) -> Acted:
         """Paused rows due now."""
@@ -66,7 +66,7 @@ class Actions:
         paused = [key for key, (was_paused, _) in found.items() if was_paused]
         self.rows.resume(paused)
         self._ask(paused)
-        return Acted(paused, missing, [key for key in found if key not in paused])
+        return Acted(paused, missing, left_alone(found, paused))
 
     def release(self, ids: Iterable) -> Acted:
         """Quarantined rows back into rotation, due now (their reclaim counts start again)."""
@@ -77,7 +77,7 @@ class Actions:
             with contextlib.suppress(*REDIS_DOWN):
                 self.store().forget_reclaims([self.rows.keys.encode(key) for key in quarantined])
         self._ask(quarantined)
-        return Acted(quarantined, missing, [key for key in found if key not in quarantined])
+        return Acted(quarantined, missing, left_alone(found, quarantined))
 
     def key(self, row_id):
         """An id as the application holds it (int, str, bytes), or as text (a binary key in
@@ -97,6 +97,12 @@ class Actions:
         if keys:
             with contextlib.suppress(*REDIS_DOWN):  # the keyset cursor finds them anyway
                 self.store().ask([self.rows.keys.encode(key) for key in keys])
+
+
+def left_alone(found: dict, acted: list) -> list:
+    """The rows found but not acted on, in the order found (a set: linear in the ids)."""
+    done = set(acted)
+    return [key for key in found if key not in done]
 
 
 def fold(key):

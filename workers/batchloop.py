@@ -34,6 +34,7 @@ class BatchLoop(CheckLoop):
         self.sizer = TakeSizer(self.workload.worker_batch, self.workload.worker_take_max)
         self._executor = DaemonPool(1)
         self._hung = 0
+        self._abandoned: list[tuple[concurrent.futures.Future, int]] = []  # (call, its rows) left running
         self.in_hand: list[Item] = []  # the take being checked (the heartbeat reports its due times)
         self.check_seconds = 0.0  # the last take's checks, all slices (wall time)
 
@@ -55,7 +56,7 @@ class BatchLoop(CheckLoop):
         workload = self.workload
         with self.turns.turn(workload.name, workload.weight) as turn:
             asked = self.sizer.size
-            entries = self.intake.take(asked)
+            entries = self.intake.take(asked, running=self.still_running())
             if entries:
                 self.process(entries)
                 self.sizer.observe(asked, len(entries), self.check_seconds)
@@ -106,11 +107,13 @@ class BatchLoop(CheckLoop):
                 break
             except concurrent.futures.TimeoutError:
                 if time.monotonic() - started >= timeout:
-                    self._abandon("check did not finish within RECHECK_CHECK_TIMEOUT")
+                    self._abandon("check did not finish within RECHECK_CHECK_TIMEOUT", future, len(ids))
                     error = f"TimeoutError: check did not finish within {timeout:g}s"
                     return [Outcome(False, error)] * len(ids)
                 if self.life.time_left() <= 0:
-                    self._abandon("graceful stop: check still running at RECHECK_SHUTDOWN_TIMEOUT")
+                    self._abandon(
+                        "graceful stop: check still running at RECHECK_SHUTDOWN_TIMEOUT", future, len(ids)
+                    )
                     return None
             except BaseException as error:  # a check may raise anything, sys.exit() too: its rows fail
                 return [Outcome(False, describe_error(error))] * len(ids)
@@ -123,9 +126,17 @@ class BatchLoop(CheckLoop):
             )
             return [Outcome(False, f"CheckShapeError: {reason}")] * len(ids)
 
-    def _abandon(self, why: str) -> None:
+    def still_running(self) -> int:
+        """Rows of abandoned calls whose threads still run (max_in_flight counts them: they may
+        still be calling the provider)."""
+        self._abandoned = [(future, rows) for future, rows in self._abandoned if not future.done()]
+        return sum(rows for _, rows in self._abandoned)
+
+    def _abandon(self, why: str, future: concurrent.futures.Future | None = None, rows: int = 0) -> None:
         """Leave a hung check's thread behind; a process with too many of them restarts."""
         log.warning("%s; abandoning it", why)
+        if future is not None:
+            self._abandoned.append((future, rows))
         self._executor.shutdown(wait=False, cancel_futures=True)
         self._executor = DaemonPool(1)
         self._hung += 1

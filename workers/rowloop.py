@@ -133,7 +133,10 @@ class RowLoop(CheckLoop):
                 and (not life.mysql_outage.down or await self.writable())
             ):
                 limit = min(free, self.batch)
-                take = functools.partial(intake.take, limit, self.entries_in_hand, len(self.pending))
+                # Running: our checks in progress, and abandoned ones whose threads still call
+                # the provider (max_in_flight counts them until they end).
+                running = len(self.pending) + self.hung
+                take = functools.partial(intake.take, limit, self.entries_in_hand, running)
                 ok, taken = life.attempt(take)
                 if not ok:
                     await asyncio.sleep(taken)  # the backoff delay

@@ -140,6 +140,52 @@ def test_a_worker_killed_holding_its_share_gives_it_to_the_others(make_settings,
     assert int(counter.get("test:most")) <= 10
 
 
+def busiest(times: list[float], window: float) -> int:
+    """The most checks that started within any `window` seconds."""
+    most, first = 0, 0
+    for last, at in enumerate(times):
+        while at - times[first] >= window:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
+
+
+def test_idle_workers_woken_together_start_no_more_than_the_limit_allows(make_settings, procs, tmp_path, sql):
+    """8 workers wait, idle, in their blocking take when 300 rows fall due at once under
+    rate_limit 5/s: each wait delivers an entry, and those beyond the tokens go back to the queue
+    instead of being checked. (Before issue 32: 8 checks started within 0.1 s.)"""
+    settings = make_settings(interval=3600, rate_limit=5)
+    seed_rows(settings, 300)  # due over the next hour: nothing to do yet
+    query(sql, "UPDATE user_block_status SET next_check_at = NOW(3) + INTERVAL 1 HOUR")
+    start_limited(procs, settings, tmp_path, workers=8)
+    wait_for(
+        lambda: make_store(settings).client.scard(make_store(settings).keys.workers) == 8, 30, "8 workers"
+    )
+    time.sleep(1.5)  # all of them idle in their blocking take
+    query(sql, "UPDATE user_block_status SET next_check_at = NOW(3) - INTERVAL 1 SECOND")
+    time.sleep(4)
+    times = stamps(tmp_path)
+    burst = partition_limits(5, 0, 1)[0].burst
+    print(f"rate_limit 5 with 8 idle workers woken: {len(times)} checks in 4 s, busiest 0.1 s "
+          f"{busiest(times, 0.1)}, busiest second {busiest(times, 1.0)}")  # fmt: skip
+    assert busiest(times, 0.1) <= burst + 1, times[:12]  # 5 * 0.1 + one grant (1), counted whole
+    assert busiest(times, 1.0) <= 5 + burst, times[:12]
+    assert len(times) >= 12  # and the limit is used: about 5 a second
+
+
+def test_max_in_flight_counts_checks_that_hang_past_their_timeout(make_settings, procs, redis_server):
+    """A plain per-row check, every fifth call hanging 3 s past a 0.5 s timeout: the abandoned
+    threads go on calling the provider, so they count against max_in_flight until they end.
+    (Before issue 32 they were no longer counted: 16 calls at once under a limit of 4.)"""
+    settings, counter, env = start_counted(make_settings, procs, redis_server, 4, rows=400, sleep=0.05)
+    settings = settings.evolve(check_timeout=0.5)
+    env = {**env, "RECHECK_CHECK": "tests.support.checks:counted_sometimes_hanging", "TEST_CHECK_HANG": "3"}
+    for _ in range(2):
+        procs.start("worker", settings, env=env)
+    wait_for(lambda: int(counter.get("test:done") or 0) >= 40, 40, "checks, some of them hanging")
+    assert int(counter.get("test:most")) <= 4, int(counter.get("test:most"))
+
+
 def test_redis_losing_its_data_starts_the_limits_over(make_settings, procs, tmp_path, redis_server):
     settings = make_settings(interval=3600, rate_limit=100)
     seed_rows(settings, 6000, due_now=True)

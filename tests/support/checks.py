@@ -242,6 +242,22 @@ def counted_row(row_id) -> str:
     return "ok"
 
 
+@per_row
+def counted_sometimes_hanging(row_id) -> str:
+    """counted_row, but every fifth row hangs TEST_CHECK_HANG seconds (past the check timeout: a
+    provider that stops answering for some calls). Its thread goes on calling, and counting."""
+    import redis
+
+    client = redis.Redis.from_url(os.environ["TEST_REDIS_URL"])
+    client.eval(_COUNT_UP, 2, "test:running", "test:most")
+    try:
+        time.sleep(float(os.environ.get("TEST_CHECK_HANG", "3")) if int(row_id) % 5 == 0 else SLEEP)
+    finally:
+        client.decr("test:running")
+        client.incr("test:done")
+    return "ok"
+
+
 CHATTY = logging.getLogger("chatty_http_client")  # a library that logs every request at INFO
 
 

@@ -23,8 +23,10 @@
 -- The rate limit is a generic cell rate algorithm on the Redis clock (one clock for every
 -- host): each entry taken moves the arrival time 1/rate on; a take may run up to `burst`
 -- tokens ahead of now. Over any window of T seconds, at most rate * T + burst entries are
--- taken. Entries that landed through a blocking wait, and reclaimed groups, are counted too (the
--- arrival time may then run further ahead: later takes wait that much longer). A worker that
+-- taken. Entries that landed through a blocking wait count like any others: those beyond the
+-- tokens (or beyond max_in_flight's room) go back to the head of the queue. A reclaimed group
+-- (after a worker died) is taken whole once a take may have one entry: the arrival time then
+-- runs further ahead, and later takes wait that much longer. A worker that
 -- dies holding entries took their tokens; nothing is given back, so nothing can leak. If Redis
 -- loses its data, the limits start over.
 local limit = tonumber(ARGV[1])
@@ -33,8 +35,9 @@ local worker, running = ARGV[6], tonumber(ARGV[7])
 local taken = redis.call('LRANGE', KEYS[4], 0, -1)
 if #taken > 0 then redis.call('DEL', KEYS[4]) end
 
--- How many entries the limits allow this take (beyond what landed), and why not more.
-local allowed, wait = math.max(limit - #taken, 0), 0  -- what landed is part of the take
+-- How many entries the limits allow this take in all (what landed included), and why not more.
+-- At shutdown (limit 0) what landed is taken whatever the limits: it is only handed back.
+local cap, wait = (limit == 0) and #taken or limit, 0
 local now, arrival, ahead = 0, 0, 0
 if rate > 0 then
   local clock = redis.call('TIME')
@@ -42,13 +45,13 @@ if rate > 0 then
   arrival = math.max(tonumber(redis.call('GET', KEYS[5]) or 0), now)
   ahead = burst * 1000000 / rate  -- how far ahead of now the arrival time may run
 end
-if (rate > 0 or most > 0) and allowed > 0 then
+if (rate > 0 or most > 0) and limit > 0 then
   local sharers = math.max(redis.call('SCARD', KEYS[7]), 1)
   if rate > 0 then
     local share = math.max(math.ceil(burst / sharers), 1)
-    local tokens = math.floor((now + ahead - arrival) * rate / 1000000) - #taken
-    allowed = math.min(allowed, math.max(tokens, 0), share)
-    if allowed == 0 then
+    local tokens = math.floor((now + ahead - arrival) * rate / 1000000)
+    cap = math.min(cap, math.max(tokens, 0), share)
+    if cap == 0 then
       local want = math.min(limit, share)
       wait = math.max(math.ceil((arrival + want * 1000000 / rate - ahead - now) / 1000), 1)
     end
@@ -60,11 +63,19 @@ if (rate > 0 or most > 0) and allowed > 0 then
       if counts[i] ~= worker then others = others + tonumber(counts[i + 1]) end
     end
     local mine = math.max(math.ceil(most / sharers), 1)  -- no worker keeps the others out
-    local room = math.min(most - others, mine) - running - #taken
-    if room <= 0 and allowed > 0 then wait = -1 end
-    allowed = math.max(math.min(allowed, room), 0)
+    local room = math.min(most - others, mine) - running
+    if room <= 0 and wait == 0 then wait = -1 end
+    cap = math.max(math.min(cap, room), 0)
+  end
+  -- What a blocking wait delivered beyond that goes back to the head of the queue, in its
+  -- order: idle workers each woken with an entry must not start more checks than the limits
+  -- allow (they wait for tokens or room like any take).
+  for i = #taken, cap + 1, -1 do
+    redis.call('LPUSH', KEYS[1], taken[i])
+    taken[i] = nil
   end
 end
+local allowed = math.max(cap - #taken, 0)
 
 local suspect = 0
 if #taken == 0 and allowed > 0 and ARGV[2] ~= '1' then
