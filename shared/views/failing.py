@@ -82,8 +82,9 @@ GROUP_LENGTH = 200
 
 
 def error_group(message: str | None) -> str:
-    """A failure's message with ids, numbers and quoted values masked: the group it belongs to."""
-    text = (message or "unknown error").strip()
+    """A failure's message with ids, numbers and quoted values masked, on one line (a traceback's
+    lines would break the tables that show it): the group it belongs to."""
+    text = " ".join((message or "unknown error").split())
     text = _URL.sub("URL", text)
     text = _QUOTED.sub("'…'", text)
     text = _HEX.sub("X", text)

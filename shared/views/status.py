@@ -193,7 +193,10 @@ class Sampler:
         now = time.monotonic()
         slow = now - self._slow_at >= SLOW_EVERY
         facts = gather(self.workload, self.db, self.store, count_rows=False, sampled=True)
-        if slow:
+        # The row count is 30 s old at most; paused and quarantined rows are counted every time,
+        # so rows inserted since could show more of them than rows: count again then.
+        stale = self._rows is not None and facts["paused"] + facts["quarantined"] > self._rows
+        if slow or stale:
             self._slow_at = now
             self._rows = self.rows.count()
             self._interval_range = self.rows.interval_range()  # a scan with an interval column

@@ -290,18 +290,19 @@ def test_the_application_compose_beside_an_applications_own_mariadb(engine, clea
             with connect() as conn:
                 return str(query(conn, "SHOW CREATE TABLE monitors")[0][1])
 
-        with phase("preflight, init-db (prints only), init-db --apply, preflight"):
-            before = compose.run("--no-deps", "recheck", check=False)
-            assert before.returncode == 1 and "`recheck init-db` prints them" in before.stdout, before.stdout
-            assert "the check imports: a per-row check (async)" in before.stdout  # httpx from its lock
+        with phase("init-db (prints only), preflight, init-db --apply (makes the user), preflight"):
+            admin = "RECHECK_MYSQL_URL=mysql://root:app-root-pw@db:3306/app"
             original = table()
-            shown = compose.run("--no-deps", "recheck", "init-db", check=False)
+            shown = compose.run("--no-deps", "-e", admin, "recheck", "init-db", check=False)
             assert shown.returncode == 1 and "ALTER TABLE `monitors`" in shown.stdout, (
                 shown.stdout + shown.stderr
             )
             assert table() == original  # printed, nothing changed
-            admin = "RECHECK_MYSQL_URL=mysql://root:app-root-pw@db:3306/app"
-            compose.run("--no-deps", "-e", admin, "recheck", "init-db", "--apply")
+            before = compose.run("--no-deps", "recheck", check=False)  # .env's user: not there yet
+            assert before.returncode == 1 and "Access denied" in before.stdout, before.stdout
+            assert "the check imports: a per-row check (async)" in before.stdout  # httpx from its lock
+            user = ("-e", "RECHECK_APP_USER=recheck", "-e", "RECHECK_APP_PASSWORD=recheck-app-pw")
+            compose.run("--no-deps", "-e", admin, *user, "recheck", "init-db", "--apply")
             assert table() != original and "next_check_at" in table()
             ready = compose.run("--no-deps", "recheck")
             assert "every server reachable, every table ready" in ready.stdout, ready.stdout

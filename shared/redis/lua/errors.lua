@@ -4,7 +4,7 @@
 -- ARGV[1]  now (Unix seconds, on the database clock: every worker stamps on the same clock)
 -- ARGV[2]  most groups kept; when full, the group seen least recently makes room and its count
 --          goes to "(other errors)", so a new error always shows, whatever filled the groups
--- ARGV[3]  most example ids kept per group (the latest)
+-- ARGV[3]  most example ids kept per group (the latest, each once)
 -- ARGV[4..] groups, three values each: message, how many failed, example ids (a JSON array)
 -- Returns  nothing. Groups not seen for a day are pruned by the orphans job (store.prune_errors).
 local OTHER = '(other errors)'
@@ -19,7 +19,12 @@ local function add(message, count, examples, first)
   local group = read(message) or {count = 0, first = first or now, examples = {}}
   group.count = group.count + count
   group.last = now
-  for _, example in ipairs(examples) do table.insert(group.examples, example) end
+  for _, example in ipairs(examples) do
+    for k = #group.examples, 1, -1 do  -- an id seen again moves to the end: each shown once
+      if tostring(group.examples[k]) == tostring(example) then table.remove(group.examples, k) end
+    end
+    table.insert(group.examples, example)
+  end
   while #group.examples > examples_kept do table.remove(group.examples, 1) end
   redis.call('HSET', KEYS[1], message, cjson.encode(group))
   redis.call('ZADD', KEYS[2], now, message)
