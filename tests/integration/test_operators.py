@@ -13,9 +13,10 @@ import subprocess
 
 import pytest
 
+from recheck.shared.mysql.db import Database
 from recheck.shared.redis.store import MAX_ERROR_GROUPS
 from recheck.shared.views.failing import error_group
-from recheck.shared.views.status import error_groups
+from recheck.shared.views.status import Sampler, error_groups
 from tests.support import checks
 from tests.support.helpers import (
     REPO,
@@ -128,6 +129,31 @@ def test_a_new_error_always_gets_a_group_whatever_filled_them(settings):
     assert "TimeoutError: brand new" in {g["error"] for g in error_groups(store, now=2000.0)}
     assert store.prune_errors(older_than=1500.0) == MAX_ERROR_GROUPS - 1  # not seen since: forgotten
     assert set(store.error_groups()) == {"TimeoutError: brand new", "(other errors)"}
+
+
+def test_an_error_group_shows_each_id_once_and_a_traceback_on_one_line(settings):
+    """Issue 32: examples repeated an id seen again ("e.g. 180709, 180645, 180709"), and a
+    multi-line message broke status's error table."""
+    store = make_store(settings)
+    message = error_group("Traceback (most recent call last):\n  File 'probe.py', line 4\nValueError: 7")
+    assert "\n" not in message and message.startswith("Traceback (most recent call last): File")
+    store.record_errors({message: (2, ["180709", "180645"])}, 1000.0)
+    store.record_errors({message: (1, ["180709"])}, 1001.0)
+    assert store.error_groups()[message]["examples"] == ["180645", "180709"]  # the latest last, once
+
+
+def test_a_sample_never_shows_more_paused_rows_than_rows(settings, sql):
+    """The row count is refreshed every 30 s, paused rows every sample: rows inserted and paused
+    between two counts showed more paused rows than rows (issue 32)."""
+    seed_rows(settings, 10)
+    sampler = Sampler(settings, Database(settings), make_store(settings))
+    assert sampler.sample()["rows"] == 10
+    paused = (
+        "INSERT INTO user_block_status (user_id, next_check_at) SELECT seq, '9999-12-30' FROM seq_11_to_40"
+    )
+    query(sql, paused)  # 30 more rows, all paused
+    facts = sampler.sample()
+    assert facts["paused"] == 30 and facts["rows"] == 40
 
 
 def test_urls_in_errors_are_one_group(settings):
