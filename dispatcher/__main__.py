@@ -1,5 +1,7 @@
-"""`python -m recheck.dispatcher`: the same as `recheck dispatcher`."""
+"""`python -m recheck.dispatcher`: `recheck dispatcher`."""
 
-from recheck.dispatcher.service import main
+import sys
 
-raise SystemExit(main())
+from recheck.cli import main
+
+raise SystemExit(main(["dispatcher", *sys.argv[1:]]))

@@ -13,12 +13,13 @@ from __future__ import annotations
 import logging
 import threading
 
+from recheck.shared.errors import RecheckError
 from recheck.shared.redis.store import Store
 
 log = logging.getLogger(__name__)
 
 
-class NotLeader(Exception):
+class NotLeader(RecheckError):
     """A push was refused: this dispatcher no longer holds the lease."""
 
 

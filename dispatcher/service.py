@@ -11,7 +11,6 @@ thread-safe Redis client.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import logging
@@ -27,15 +26,13 @@ from recheck.dispatcher.lease import NotLeader
 from recheck.dispatcher.web import Dashboard
 from recheck.shared.config import Settings, Workload
 from recheck.shared.mysql.schema import require_distinct_tables
-from recheck.shared.process.launch import launch
 from recheck.shared.process.loop import Service
 from recheck.shared.process.metrics import serve as serve_metrics
 from recheck.shared.redis.connection import REDIS_DOWN
-from recheck.shared.workloads import load_workloads
+from recheck.shared.workloads import read_workloads
 
 log = logging.getLogger(__name__)
 
-DESCRIPTION = "Run the dispatcher and its reconciler jobs (configuration: RECHECK_* variables, .env)."
 
 
 class DispatcherService(Service):
@@ -169,13 +166,7 @@ class DispatcherService(Service):
 
 def serve(settings: Settings) -> int:
     """Run one dispatcher for every workload until a signal stops it (`recheck dispatcher`)."""
-    service = DispatcherService(load_workloads(settings))
+    service = DispatcherService(read_workloads(settings))
     service.install_signal_handlers()
     service.run()
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m recheck.dispatcher`."""
-    argparse.ArgumentParser(prog="python -m recheck.dispatcher", description=DESCRIPTION).parse_args(argv)
-    return launch("dispatcher", serve)

@@ -1,6 +1,6 @@
 """The `recheck` command: a thin parser over the subcommands in recheck/commands/, one module each.
 
-Each subcommand runs through recheck.shared.process.launch (settings, logging, errors as exit
+Each subcommand runs through recheck.commands.launch (settings, logging, errors as exit
 codes: 0 ok, 1 failure, 2 bad configuration or usage, 3 not fresh). The benchmark tools
 (`bench`, `soak`) live in the bench package of a source checkout, imported only when asked for:
 they are never installed.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from recheck.commands import actions, changes, config, health, init_db, inspect, roles, run, seed, status
 from recheck.commands.base import Command
-from recheck.shared.process.launch import launch
+from recheck.commands.launch import launch
 
 DISTRIBUTION = "recheck-mysql"  # the import name is `recheck`; "recheck" on PyPI is another package
 COMMANDS: dict[str, Command] = {

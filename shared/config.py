@@ -37,6 +37,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from recheck.shared.errors import RecheckError
+
 ENV_PREFIX = "RECHECK_"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _CHECK_REF = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
@@ -48,8 +50,9 @@ WORKLOADS_FILE = "recheck.toml"
 MYSQL_TLS_OPTIONS = ("ssl_ca", "ssl_cert", "ssl_key", "ssl_verify_cert", "ssl_verify_identity")
 
 
-class ConfigError(Exception):
-    """A configuration value names something unusable (exit code 2); the message says which."""
+class ConfigError(RecheckError):
+    """A configuration value names something unusable (exit code 2); the message says which,
+    one problem per line."""
 
 
 def _identifier(value: str) -> str:
@@ -511,15 +514,13 @@ def export_dotenv(path: str = ".env") -> list[str]:
 
 
 def load_settings(**overrides) -> Settings:
-    """Settings from the environment; on a bad value print one line per variable and exit 2.
+    """Settings from the environment; ConfigError (a line per bad variable) on a bad value.
     A RECHECK_* variable that is no setting (a typo) gets one warning line."""
     try:
         settings = Settings(**overrides)
         settings.default_workload()  # its deployment too: the checks that span several settings
     except ValidationError as error:
-        for line in describe_error(error):
-            print(f"recheck: configuration error: {line}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise ConfigError("\n".join(describe_error(error))) from None
     names = list(os.environ) + (list(dotenv_values(".env")) if os.path.exists(".env") else [])
     for warning in unknown_variables(names):
         print(f"recheck: warning: {warning}", file=sys.stderr)

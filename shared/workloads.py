@@ -6,7 +6,6 @@ that workload only. Without a file, the RECHECK_* variables describe one workloa
 from __future__ import annotations
 
 import difflib
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -100,16 +99,6 @@ def read_workloads(settings: Settings | Workload) -> list[Workload]:
     if lines:
         raise ConfigError("\n".join(lines))
     return workloads
-
-
-def load_workloads(settings: Settings) -> list[Workload]:
-    """read_workloads(), or one line per problem and exit 2."""
-    try:
-        return read_workloads(settings)
-    except ConfigError as error:
-        for line in str(error).splitlines():
-            print(f"recheck: configuration error: {line}", file=sys.stderr)
-        raise SystemExit(2) from None
 
 
 def select_workloads(workloads: list[Workload], names: str | None) -> list[Workload]:

@@ -1,5 +1,7 @@
-"""`python -m recheck.workers [--concurrency C] [--batch B]`: the same as `recheck worker`."""
+"""`python -m recheck.workers [--concurrency C] [--batch B] [--workloads NAMES]`: `recheck worker`."""
 
-from recheck.workers.worker import main
+import sys
 
-raise SystemExit(main())
+from recheck.cli import main
+
+raise SystemExit(main(["worker", *sys.argv[1:]]))

@@ -37,6 +37,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from recheck.shared.config import ConfigError
+from recheck.shared.errors import CheckBoundaryError
 
 ALLOWED_RESULTS = (str, int, float, bool, type(None))
 # An `after` beyond this is as far as it (min_interval and max_interval clamp it further): keeps
@@ -60,7 +61,7 @@ class CheckLoadError(ConfigError):
     """RECHECK_CHECK does not name a usable function."""
 
 
-class CheckShapeError(Exception):
+class CheckShapeError(CheckBoundaryError):
     """A batch check returned something that does not match the ids it was given."""
 
 

@@ -14,7 +14,6 @@ within RECHECK_SHUTDOWN_TIMEOUT, return untouched entries to the queue head, exi
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import logging
@@ -23,13 +22,13 @@ import time
 from collections.abc import Callable
 
 from recheck.shared.config import ConfigError, Settings, Workload
+from recheck.shared.errors import RecheckError
 from recheck.shared.mysql.db import LOCK_WAIT_SECONDS
 from recheck.shared.mysql.schema import require_distinct_tables
-from recheck.shared.process.launch import launch, positive_int
 from recheck.shared.process.loop import Service
 from recheck.shared.process.metrics import serve as serve_metrics
 from recheck.shared.redis.connection import REDIS_DOWN
-from recheck.shared.workloads import load_workloads, select_workloads
+from recheck.shared.workloads import read_workloads, select_workloads
 from recheck.workers.lane import Lane
 from recheck.workers.turns import Turns
 
@@ -39,7 +38,6 @@ log = logging.getLogger(__name__)
 # 50 ms after they fall due, so a beat within 0.5 s tells status of them long before they are 1 s
 # overdue; more often cost the rate-limit grants' fairness (a beat's GIL time at each grant).
 EARLY_BEAT = 0.5
-DESCRIPTION = "Run one worker: take due ids, run the check, write results back (RECHECK_* variables)."
 
 
 class Worker(Service):
@@ -180,7 +178,7 @@ class Worker(Service):
                 lane.abandon()
 
 
-class StartLater(Exception):
+class StartLater(RecheckError):
     """A workload's server is away at start: try the whole start again after `delay`."""
 
     def __init__(self, delay: float):
@@ -188,35 +186,12 @@ class StartLater(Exception):
         self.delay = delay
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--concurrency", type=positive_int, help="rows checked at once (per-row checks)")
-    parser.add_argument("--batch", type=positive_int, help="ids taken from Redis at a time")
-    parser.add_argument(
-        "--workloads", metavar="NAME[,NAME]", help="serve only these workloads (default: every one)"
-    )
-
-
-def overrides(args: argparse.Namespace) -> dict:
-    """The command-line options as settings (they win over RECHECK_CONCURRENCY/_WORKER_BATCH and
-    the workloads file, for every workload this worker serves)."""
-    chosen = {"concurrency": args.concurrency, "worker_batch": args.batch}
-    return {name: value for name, value in chosen.items() if value is not None}
-
-
 def serve(settings: Settings, workloads: str | None = None, options: dict | None = None) -> int:
     """Run one worker until a signal stops it; 1 if it chose to exit for a fresh process."""
-    chosen = select_workloads(load_workloads(settings), workloads)
+    chosen = select_workloads(read_workloads(settings), workloads)
     if options:
         chosen = [w.evolve(**options) for w in chosen]
     worker = Worker(chosen[0], workloads=chosen)
     worker.install_signal_handlers()
     worker.run()
     return 1 if worker.fatal else 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m recheck.workers [--concurrency C] [--batch B] [--workloads NAMES]`."""
-    parser = argparse.ArgumentParser(prog="python -m recheck.workers", description=DESCRIPTION)
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    return launch("worker", functools.partial(serve, workloads=args.workloads, options=overrides(args)))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from recheck.shared.config import ConfigError, Settings, Workload
 from recheck.shared.redis.connection import connect_redis
 from recheck.shared.redis.store import Store, open_store
-from recheck.shared.workloads import load_workloads, select_workloads
+from recheck.shared.workloads import read_workloads, select_workloads
 
 TABLE = "RECHECK_MYSQL_URL, RECHECK_TABLE and the RECHECK_*_COLUMN names"
 SERVED = f"{TABLE}, RECHECK_REDIS_URL"
@@ -38,7 +38,7 @@ def add_workload(parser: argparse.ArgumentParser, text: str) -> None:
 
 def workloads_of(settings: Settings, args: argparse.Namespace) -> list[Workload]:
     """The workloads a command applies to: the one --workload names, or all of them."""
-    return select_workloads(load_workloads(settings), getattr(args, "workload", None))
+    return select_workloads(read_workloads(settings), getattr(args, "workload", None))
 
 
 def one_workload(settings: Settings, args: argparse.Namespace) -> Workload:

@@ -3,7 +3,7 @@ and whether the servers and tables it names are ready, before anything is deploy
 
 Like `nginx -t` or `promtool check config`: exit 0 when everything is ready, 1 when a server is
 unreachable or a table is not ready (one line each), 2 when the configuration itself is bad
-(found before this module runs: shared/process/launch.py, one line per problem), when a
+(found before this module runs: recheck/commands/launch.py, one line per problem), when a
 workload's check cannot be imported as its workers would import it (a typo, a missing
 dependency), or two workloads keep one table (the servers tell).
 """
@@ -26,7 +26,7 @@ from recheck.shared.mysql.db import Database, DatabaseDown, server_of
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.mysql.schema import inspect_table, missing_table, require_distinct_tables
 from recheck.shared.redis.connection import REDIS_DOWN, connect_redis
-from recheck.shared.workloads import load_workloads, workloads_path
+from recheck.shared.workloads import read_workloads, workloads_path
 from recheck.workers.checks import CheckLoadError, check_kind, describe_check, load_check
 
 SECRET_FIELDS = {"app_password"}
@@ -217,7 +217,7 @@ def render(
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
-    workloads = load_workloads(settings)
+    workloads = read_workloads(settings)
     described, found, conflicts = describe(settings, workloads), problems(workloads), conflicting(workloads)
     kinds, check_errors = checks(workloads)
     conflicts += check_errors

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from recheck.commands.base import SERVED, Command
+from recheck.commands.launch import positive_int
 from recheck.shared.config import Settings
 
 
@@ -16,15 +17,24 @@ def run_dispatcher(settings: Settings, _args: argparse.Namespace) -> int:
 
 
 def run_worker(settings: Settings, args: argparse.Namespace) -> int:
-    from recheck.workers.worker import overrides, serve
+    from recheck.workers.worker import serve
 
     return serve(settings, args.workloads, overrides(args))
 
 
 def worker_arguments(parser: argparse.ArgumentParser) -> None:
-    from recheck.workers.worker import add_arguments
+    parser.add_argument("--concurrency", type=positive_int, help="rows checked at once (per-row checks)")
+    parser.add_argument("--batch", type=positive_int, help="ids taken from Redis at a time")
+    parser.add_argument(
+        "--workloads", metavar="NAME[,NAME]", help="serve only these workloads (default: every one)"
+    )
 
-    add_arguments(parser)
+
+def overrides(args: argparse.Namespace) -> dict:
+    """The command-line options as settings (they win over RECHECK_CONCURRENCY/_WORKER_BATCH and
+    the workloads file, for every workload this worker serves)."""
+    chosen = {"concurrency": args.concurrency, "worker_batch": args.batch}
+    return {name: value for name, value in chosen.items() if value is not None}
 
 
 COMMANDS = [

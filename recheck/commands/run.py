@@ -24,17 +24,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recheck.commands.base import Command
+from recheck.commands.launch import positive_float, positive_int
 from recheck.shared.config import Settings, Workload
 from recheck.shared.mysql.db import Database, DatabaseDown
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.mysql.schema import require_distinct_tables, require_table
 from recheck.shared.process.health import started_marker
-from recheck.shared.process.launch import positive_float, positive_int
 from recheck.shared.process.loop import deliver_signals
 from recheck.shared.redis.connection import REDIS_DOWN, connect_redis
 from recheck.shared.redis.store import Store, open_store
 from recheck.shared.views.status import NOT_FRESH, capped, gather, verdict
-from recheck.shared.workloads import load_workloads
+from recheck.shared.workloads import read_workloads
 
 log = logging.getLogger("recheck.run")
 
@@ -295,7 +295,7 @@ class Runner:
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
-    workloads = load_workloads(settings)
+    workloads = read_workloads(settings)
     dbs = [Database(workload) for workload in workloads]
     try:
         for workload, db in zip(workloads, dbs, strict=True):

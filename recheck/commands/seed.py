@@ -9,11 +9,11 @@ from collections.abc import Callable
 
 from recheck.commands.base import TABLE, Command, ProgressLine, add_workload, one_workload
 from recheck.commands.init_db import is_recheck_table, spread
+from recheck.commands.launch import positive_int
 from recheck.shared.config import Settings, Workload
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.mysql.schema import require_table
-from recheck.shared.process.launch import positive_int
 
 
 def seed(

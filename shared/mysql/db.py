@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 import pymysql
 
 from recheck.shared.config import Workload
+from recheck.shared.errors import OutageError
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ DATA_ERRORS = {1048, 1264, 1265, 1292, 1366, 1406, 3140, 4035, 4036, 4038}
 LOCK_WAIT_SECONDS = 1  # innodb_lock_wait_timeout of recheck's sessions (whole seconds, at least 1)
 
 
-class DatabaseDown(Exception):
+class DatabaseDown(OutageError):
     """MySQL is unreachable or the connection was lost; the caller backs off and retries."""
 
 

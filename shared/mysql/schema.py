@@ -11,6 +11,7 @@ import difflib
 from dataclasses import dataclass, field
 
 from recheck.shared.config import ConfigError, Workload
+from recheck.shared.errors import RecheckError
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.keytypes import MAX_KEY_BYTES, MAX_KEY_CHARS, BinaryKeys, IntKeys, KeyKind, TextKeys
 from recheck.shared.mysql.sql import Queries, due_default, quote
@@ -98,7 +99,7 @@ def key_kind(column: Column | None) -> KeyKind:
     )
 
 
-class SchemaProblem(Exception):
+class SchemaProblem(RecheckError):
     """The table cannot be used as configured; the message says what to do."""
 
 

@@ -57,19 +57,6 @@ def deliver_signals(handle: Callable[[int], None], signums=(signal.SIGTERM, sign
         signal.signal(signum, lambda _number, _frame: None)  # the relay thread acts
 
 
-def stop_at_once_until_serving(signums=(signal.SIGTERM, signal.SIGINT)) -> None:
-    """Until the process installs its graceful stop (deliver_signals), a stop signal ends it at
-    once with exit 0. Called first thing by the long-running roles: while still importing the
-    check and connecting it holds nothing (no lease, no ids), so a stop then (`docker compose stop`
-    right after `up`, a supervisor's teardown) is a clean stop, not death by SIGTERM (exit 143)."""
-
-    def stop(_number, _frame) -> None:
-        raise SystemExit(0)
-
-    for signum in signums:
-        signal.signal(signum, stop)
-
-
 class Service:
     """A recheck process: its identity, its connections, its loop."""
 

@@ -61,7 +61,9 @@ def import_graph() -> dict[str, set[str]]:
 
 
 def layer(module: str) -> str:
-    """shared, a role, command (the rest of recheck) or bench."""
+    """shared, a role, command (the rest of recheck, and every `python -m` entry point) or bench."""
+    if module.endswith(".__main__") and module.startswith("recheck"):
+        return "command"
     for prefix in ("recheck.shared", *ROLES):
         if module == prefix or module.startswith(prefix + "."):
             return prefix
@@ -109,6 +111,38 @@ def test_the_command_never_imports_the_bench_at_module_level():
         names |= {node.module for node in top_level if isinstance(node, ast.ImportFrom)}
         assert not {name for name in names if name and name.split(".")[0] == "bench"}, path
     assert offending(lambda source, target: source != "bench" and target == "bench") == []
+
+
+def exits_decided(path: Path) -> list[int]:
+    """Lines that choose the process's exit code: `raise SystemExit`, `sys.exit()`, `exit()`.
+    (The graceful stop's watchdog in shared/process/loop.py ends a process whose main thread is
+    stuck on a silent server with os._exit: a thread cannot raise in the main thread. That is
+    the process's lifecycle, not an error turned into an exit code.)"""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            target = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            if isinstance(target, ast.Name) and target.id == "SystemExit":
+                found.append(node.lineno)
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            owner = getattr(func.value, "id", "") if isinstance(func, ast.Attribute) else ""
+            if (owner, name) in (("sys", "exit"), ("", "exit")):
+                found.append(node.lineno)
+    return found
+
+
+def test_only_the_command_layer_decides_the_process_exit():
+    """Library code raises recheck's errors (shared/errors.py); the command layer (recheck/commands,
+    recheck/cli.py, the `python -m` entry points) alone turns them into exit codes."""
+    deciding = {
+        f"{module}:{line}"
+        for module, path in project_modules().items()
+        if layer(module) not in ("command", "bench")
+        for line in exits_decided(path)
+    }
+    assert deciding == set()
 
 
 def test_there_is_no_import_cycle_among_the_projects_modules():

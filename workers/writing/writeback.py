@@ -28,6 +28,7 @@ from zlib import crc32
 import pymysql
 
 from recheck.shared.config import Workload
+from recheck.shared.errors import CheckBoundaryError
 from recheck.shared.mysql.db import (
     DATA_ERRORS,
     DEADLOCK,
@@ -70,7 +71,7 @@ class Written:
 NOTHING_WRITTEN = Written(0, 0, 0)
 
 
-class RowsRefused(Exception):
+class RowsRefused(CheckBoundaryError):
     """A value in the batch was refused by its column (a data error): some row's, not the batch's."""
 
 

@@ -1,13 +1,16 @@
 """How every recheck process and command starts: settings, logging, errors as exit codes.
 
 Exit codes: 0 ok, 1 failure (a server unreachable, a table that needs `init-db`), 2 bad
-configuration or usage. The roles' own main() and every `recheck` subcommand go through here.
+configuration or usage. Every `recheck` subcommand goes through here (`python -m
+recheck.workers` and `python -m recheck.dispatcher` are `recheck worker` and `recheck
+dispatcher`): the only place that turns recheck's errors (shared/errors.py) into exit codes.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from collections.abc import Callable
 
@@ -17,9 +20,8 @@ from recheck.shared.config import ConfigError, Settings, export_dotenv, load_set
 from recheck.shared.mysql.db import DatabaseDown
 from recheck.shared.mysql.schema import SchemaProblem
 from recheck.shared.process.logs import setup_logging
-from recheck.shared.process.loop import stop_at_once_until_serving
 from recheck.shared.redis.connection import REDIS_DOWN
-from recheck.shared.workloads import load_workloads
+from recheck.shared.workloads import read_workloads
 
 log = logging.getLogger("recheck")
 
@@ -34,17 +36,32 @@ MYSQL_HINTS = {
 }
 
 
+def stop_at_once_until_serving(signums=(signal.SIGTERM, signal.SIGINT)) -> None:
+    """Until the process installs its graceful stop (shared/process/loop.py's deliver_signals), a
+    stop signal ends it at once with exit 0. Called first thing by the long-running roles: while
+    still importing the check and connecting it holds nothing (no lease, no ids), so a stop then
+    (`docker compose stop` right after `up`, a supervisor's teardown) is a clean stop, not death
+    by SIGTERM (exit 143)."""
+
+    def stop(_number, _frame) -> None:
+        raise SystemExit(0)
+
+    for signum in signums:
+        signal.signal(signum, stop)
+
+
 def launch(role: str, body: Callable[[Settings], int], overrides: dict | None = None) -> int:
     """Load the settings (exit 2 on a bad value), set up logging as `role`, run body(settings)."""
     if role in SERVICES:
         stop_at_once_until_serving()
-    settings = load_settings(**(overrides or {}))
-    export_dotenv()  # a check's own settings in .env reach it (and `recheck run`'s children)
-    load_workloads(settings)  # a bad workloads file stops every command the same way: exit 2
     try:
+        settings = load_settings(**(overrides or {}))
+        export_dotenv()  # a check's own settings in .env reach it (and `recheck run`'s children)
+        read_workloads(settings)  # a bad workloads file stops every command the same way: exit 2
         setup_logging(role, settings.log_level, settings.log_format, settings.log_config)
     except ConfigError as error:
-        print(f"recheck: configuration error: {error}", file=sys.stderr)
+        for line in str(error).splitlines():
+            print(f"recheck: configuration error: {line}", file=sys.stderr)
         return 2
     try:
         return body(settings)
@@ -62,7 +79,8 @@ def launch(role: str, body: Callable[[Settings], int], overrides: dict | None = 
         log.error("%s", problem)
         return 1
     except ConfigError as error:
-        log.error("%s", error)
+        for line in str(error).splitlines():
+            log.error("%s", line)
         return 2
 
 
