@@ -33,11 +33,11 @@ import threading
 
 import pymysql
 
+from recheck.commands.launch import launch
 from recheck.shared.config import Workload
 from recheck.shared.mysql.db import RETRYABLE, Database
 from recheck.shared.mysql.entries import Item, make_entry
 from recheck.shared.mysql.sql import Queries
-from recheck.shared.process.launch import launch
 from recheck.shared.process.loop import Service
 from recheck.shared.process.metrics import RecentMax, worker_metrics
 from recheck.shared.process.presence import Presence
@@ -60,6 +60,9 @@ class StrategyWorker(Service):
 
     role = "bench-worker"
 
+    def heartbeat_keys(self) -> list[str]:
+        return [self.presence.key]
+
     def __init__(self, settings: Workload, strategy: str, consumers: int = 1):
         if strategy not in (*STRATEGIES, FLOOR):
             raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(STRATEGIES)}")
@@ -74,6 +77,7 @@ class StrategyWorker(Service):
         self.lateness_max = RecentMax()  # as recheck's workers publish it
         self.conflicts = 0  # deadlocks and lock wait timeouts, retried
         self.lock = threading.Lock()  # consumers share the counters and the histogram
+        self.store, self.db, self.life = self.parts_for(settings)
         self.claimers = [Claimer(self, self.db)]
         self.claimers += [Claimer(self, Database(settings)) for _ in range(consumers - 1)]
         self.presence = Presence(self.store, "worker", self.id, settings.deployment.heartbeat_ttl)

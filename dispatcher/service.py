@@ -34,15 +34,12 @@ from recheck.shared.workloads import read_workloads
 log = logging.getLogger(__name__)
 
 
-
 class DispatcherService(Service):
     role = "dispatcher"
 
     def __init__(self, workloads: list[Workload]):
         super().__init__(workloads)
         self.lanes = [DispatchLane(self, workload) for workload in workloads]
-        first = self.lanes[0]
-        self.presence, self.lease, self.dispatcher = first.presence, first.lease, first.dispatcher
         # A thread for every job and the heartbeat: jobs blocked on a silent MySQL must not keep
         # the heartbeat (the lease renewal) from running.
         jobs = sum(len(lane.jobs) for lane in self.lanes) + 1
@@ -61,9 +58,11 @@ class DispatcherService(Service):
         self.last_handover = 0.0  # when this dispatcher last gave a lease back to share them out
         self.served = False
 
+    def heartbeat_keys(self) -> list[str]:
+        return [lane.presence.key for lane in self.lanes]
+
     def startup(self) -> None:
-        for lane in self.lanes:
-            lane.startup()
+        self.start_lanes(self.lanes)  # StartLater while a workload's server is away
         require_distinct_tables([(lane.workload, lane.db) for lane in self.lanes])  # ConfigError: exit 2
         self.client.ping()
         if not self.served:  # once: a busy port is reported, not retried
@@ -111,9 +110,10 @@ class DispatcherService(Service):
         return min(waits, default=max(self.next_beat - time.monotonic(), 0.0))
 
     def share(self) -> tuple[int, int]:
-        """(live dispatchers, how many workloads each should lead)."""
-        live = max(1, len(self.lanes[0].store.live_dispatchers()))
-        return live, math.ceil(len(self.lanes) / live)
+        """(live dispatchers, how many workloads each should lead). Every dispatcher serves every
+        workload and registers in each one's registry: the live ones are those any registry has."""
+        live = {d.get("id") for lane in self.lanes for d in lane.store.live_dispatchers()}
+        return max(1, len(live)), math.ceil(len(self.lanes) / max(1, len(live)))
 
     def take_free_leases(self) -> None:
         """From the dispatch loop, every heartbeat: take free leases, sharing them out between
@@ -121,7 +121,7 @@ class DispatcherService(Service):
         self.next_beat = time.monotonic() + self.deployment.heartbeat_interval
         if all(lane.lease.held for lane in self.lanes):
             return
-        ok, found = self.lanes[0].life.attempt(self.share)
+        ok, found = self.attempt(self.share)
         if not ok:
             return
         _, share = found
@@ -138,7 +138,7 @@ class DispatcherService(Service):
         now = time.monotonic()
         if len(held) <= 1 or now - self.last_handover < self.deployment.leader_ttl:
             return  # leading one workload is never more than a share
-        ok, found = self.lanes[0].life.attempt(self.share)
+        ok, found = self.attempt(self.share)
         if ok and len(held) > found[1]:
             live = found[0]
             self.last_handover = now  # one at a time: the others pick it up at their next beat

@@ -17,6 +17,7 @@ from recheck.shared.config import (
     ENV_PREFIX,
     WORKLOAD_KEYS,
     ConfigError,
+    Deployment,
     Settings,
     Workload,
     WorkloadFields,
@@ -99,6 +100,13 @@ def read_workloads(settings: Settings | Workload) -> list[Workload]:
     if lines:
         raise ConfigError("\n".join(lines))
     return workloads
+
+
+def deployment_of(workloads: list[Workload]) -> Deployment:
+    """The one deployment every one of these workloads belongs to (read_workloads makes them so)."""
+    if not workloads or any(w.deployment != workloads[0].deployment for w in workloads):
+        raise ConfigError("these workloads do not belong to one deployment")
+    return workloads[0].deployment
 
 
 def select_workloads(workloads: list[Workload], names: str | None) -> list[Workload]:

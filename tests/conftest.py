@@ -95,7 +95,7 @@ def make_worker():
     made = []
 
     def make(settings: Workload, check, start: bool = True) -> Worker:
-        worker = Worker(settings, check=check)
+        worker = Worker([settings], checks={settings.name: check})
         made.append(worker)
         if start:
             worker.startup()

@@ -77,6 +77,13 @@ class Lane:
         self.completer.writeback.learn_table()
         self.beat()
 
+    def poll(self) -> float:
+        """One take of a batch lane, checked and written back; how long to wait before the next
+        (a per-row lane runs its own loop: run())."""
+        if self.batch is None:
+            raise TypeError(f"workload {self.name}: a per-row lane has no poll(); it runs its own loop")
+        return self.batch.poll()
+
     def run(self) -> None:
         """This lane's loop, until the process stops (a thread of its own when there are several)."""
         if self.rows is not None:

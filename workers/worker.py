@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable
 
 from recheck.shared.config import ConfigError, Settings, Workload
-from recheck.shared.errors import RecheckError
 from recheck.shared.mysql.db import LOCK_WAIT_SECONDS
 from recheck.shared.mysql.schema import require_distinct_tables
 from recheck.shared.process.loop import Service
@@ -43,35 +42,34 @@ EARLY_BEAT = 0.5
 class Worker(Service):
     role = "worker"
 
-    def __init__(
-        self, workload: Workload, check: Callable | None = None, workloads: list[Workload] | None = None
-    ):
-        """workload: the one this worker serves (or the first of `workloads`); check: that
-        workload's check function itself (tests), instead of importing its `check`."""
-        workloads = workloads or [workload]
-        if check is not None and len(workloads) > 1:
-            raise ConfigError("a check function can be given for a single workload only")
+    def __init__(self, workloads: list[Workload], checks: dict[str, Callable] | None = None):
+        """workloads: every workload this worker serves, a lane each; checks: workload name ->
+        that workload's check function itself (tests), instead of importing its `check`."""
         super().__init__(workloads)
+        unknown = set(checks or {}) - {w.name for w in workloads}
+        if unknown:
+            raise ConfigError(f"checks given for workloads this worker does not serve: {sorted(unknown)}")
         self.turns = Turns()
-        self.lanes = [Lane(self, workload, self.turns, check) for workload in workloads]
-        # The first lane's parts: the whole worker when it serves one workload (and its tests).
-        first = self.lanes[0]
-        self.presence = first.presence
-        self.kind, self.check_name = first.kind, first.check_name
-        self.intake, self.completer, self.counters = first.intake, first.completer, first.counters
-        self.batch, self.rows, self.metrics = first.batch, first.rows, first.metrics
+        self.lanes = [Lane(self, w, self.turns, (checks or {}).get(w.name)) for w in workloads]
         self._heartbeat_stop = threading.Event()
         self._heartbeat = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
         self._metrics_tried = False
+
+    def lane(self, workload: str) -> Lane:
+        """The lane of the named workload."""
+        for lane in self.lanes:
+            if lane.name == workload:
+                return lane
+        raise KeyError(f"this worker serves no workload {workload!r}")
+
+    def heartbeat_keys(self) -> list[str]:
+        return [lane.presence.key for lane in self.lanes]
 
     def startup(self) -> None:
         if not self._metrics_tried:  # once: a busy port is reported, not retried
             self._metrics_tried = True
             serve_metrics(self.deployment.metrics_host, self.deployment.metrics_port)
-        for lane in self.lanes:
-            ok, delay = lane.life.attempt(lane.startup)
-            if not ok:  # that workload's server is away: the whole start is retried after a pause
-                raise StartLater(delay)
+        self.start_lanes(self.lanes)  # StartLater while a workload's server is away
         require_distinct_tables([(lane.workload, lane.db) for lane in self.lanes])  # ConfigError: exit 2
         if not self._heartbeat.is_alive():
             self._heartbeat.start()
@@ -80,23 +78,8 @@ class Worker(Service):
             where = f"workload {lane.name} ({s.mysql.database}.{s.table}), " if len(self.lanes) > 1 else ""
             log.info("worker %s started: %s%s", self.id, where, lane.describe())
 
-    def start_up(self) -> None:
-        while not self.stopping:
-            try:
-                ok, delay = self.attempt(self.startup)
-            except StartLater as later:
-                ok, delay = False, later.delay
-            if ok:
-                return
-            self.wait(delay)
-
-    def poll(self) -> float:
-        return self.batch.poll()
-
     def loop(self) -> None:
-        if len(self.lanes) == 1:
-            self._run_lane(self.lanes[0])
-            return
+        """Each lane in a thread of its own, however many there are; this thread waits for them."""
         threads = [
             threading.Thread(target=self._run_lane, args=(lane,), name=f"lane-{lane.name}", daemon=True)
             for lane in self.lanes
@@ -178,20 +161,12 @@ class Worker(Service):
                 lane.abandon()
 
 
-class StartLater(RecheckError):
-    """A workload's server is away at start: try the whole start again after `delay`."""
-
-    def __init__(self, delay: float):
-        super().__init__(delay)
-        self.delay = delay
-
-
 def serve(settings: Settings, workloads: str | None = None, options: dict | None = None) -> int:
     """Run one worker until a signal stops it; 1 if it chose to exit for a fresh process."""
     chosen = select_workloads(read_workloads(settings), workloads)
     if options:
         chosen = [w.evolve(**options) for w in chosen]
-    worker = Worker(chosen[0], workloads=chosen)
+    worker = Worker(chosen)
     worker.install_signal_handlers()
     worker.run()
     return 1 if worker.fatal else 0

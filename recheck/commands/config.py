@@ -26,7 +26,7 @@ from recheck.shared.mysql.db import Database, DatabaseDown, server_of
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.mysql.schema import inspect_table, missing_table, require_distinct_tables
 from recheck.shared.redis.connection import REDIS_DOWN, connect_redis
-from recheck.shared.workloads import read_workloads, workloads_path
+from recheck.shared.workloads import deployment_of, read_workloads, workloads_path
 from recheck.workers.checks import CheckLoadError, check_kind, describe_check, load_check
 
 SECRET_FIELDS = {"app_password"}
@@ -96,7 +96,7 @@ def describe(settings: Settings, workloads: list[Workload]) -> list[dict]:
 def problems(workloads: list[Workload]) -> list[str]:
     """One line per server that cannot be reached and per table that is not ready."""
     found, reached = [], {}
-    deployment = workloads[0].deployment
+    deployment = deployment_of(workloads)
     try:
         connect_redis(deployment).ping()
     except REDIS_DOWN as error:

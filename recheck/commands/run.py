@@ -34,7 +34,7 @@ from recheck.shared.process.loop import deliver_signals
 from recheck.shared.redis.connection import REDIS_DOWN, connect_redis
 from recheck.shared.redis.store import Store, open_store
 from recheck.shared.views.status import NOT_FRESH, capped, gather, verdict
-from recheck.shared.workloads import read_workloads
+from recheck.shared.workloads import deployment_of, read_workloads
 
 log = logging.getLogger("recheck.run")
 
@@ -65,7 +65,7 @@ class Runner:
         """settings: the environment the children get; workloads: what they serve (they read the
         same workloads file; default: the environment's one workload)."""
         self.workloads = workloads or [settings.default_workload()]
-        self.deployment = self.workloads[0].deployment
+        self.deployment = deployment_of(self.workloads)
         self.worker_args = list(worker_args)
         self.duration = duration
         self.out = out

@@ -20,6 +20,7 @@ from recheck.shared.mysql.db import Database, DatabaseDown
 from recheck.shared.redis.connection import REDIS_DOWN, connect_redis
 from recheck.shared.redis.store import open_store
 from recheck.shared.views.status import NOT_FRESH, Sampler, gather, headline, render, rhythm, verdict
+from recheck.shared.workloads import deployment_of
 
 
 def seconds(value: float | None) -> str:
@@ -86,7 +87,7 @@ def watch(workloads: list[Workload], every: float = 1.0) -> int:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    client = connect_redis(workloads[0].deployment)
+    client = connect_redis(deployment_of(workloads))
     samplers = [(w.name, Sampler(w, Database(w), open_store(client, w))) for w in workloads]
     named = len(samplers) > 1
     with Live(Text("sampling…"), refresh_per_second=4, transient=False) as live:
@@ -106,7 +107,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     workloads = workloads_of(settings, args)
     if args.watch:
         return watch(workloads)
-    client = connect_redis(workloads[0].deployment)
+    client = connect_redis(deployment_of(workloads))
     every = {w.name: gather(w, Database(w), open_store(client, w)) for w in workloads}
     fresh = all(facts["fresh"] for facts in every.values())
     if args.json:  # one shape whatever the number of workloads: each under its name

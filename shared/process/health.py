@@ -26,18 +26,21 @@ class HealthRecord:
     role: str
     process_id: str
     pid: int
-    heartbeat_key: str
+    heartbeat_keys: tuple[str, ...]  # one per workload the process serves: all must be alive
 
     @classmethod
     def parse(cls, text: str) -> HealthRecord:
         data = json.loads(text)
-        record = cls(data["role"], data["id"], data["pid"], data["key"])
-        if not (isinstance(record.pid, int) and isinstance(record.heartbeat_key, str)):
-            raise ValueError("pid must be a number and key a string")
+        keys = data["keys"] if "keys" in data else [data["key"]]  # "key": a file of 0.1 (one workload)
+        record = cls(data["role"], data["id"], data["pid"], tuple(keys))
+        valid = isinstance(record.pid, int) and record.heartbeat_keys
+        if not (valid and all(isinstance(key, str) for key in record.heartbeat_keys)):
+            raise ValueError("pid must be a number and keys a list of strings")
         return record
 
     def dump(self) -> str:
-        fields = {"role": self.role, "id": self.process_id, "pid": self.pid, "key": self.heartbeat_key}
+        keys = list(self.heartbeat_keys)
+        fields = {"role": self.role, "id": self.process_id, "pid": self.pid, "keys": keys}
         return json.dumps(fields)
 
 
@@ -104,7 +107,7 @@ def check_health(path: Path, client: redis.Redis) -> tuple[bool, str]:
     who = f"{record.role} {record.process_id} (pid {record.pid})"
     if not pid_exists(record.pid):
         return False, f"{who} is gone"
-    ttl_ms = client.pttl(record.heartbeat_key)
+    ttl_ms = min(client.pttl(key) for key in record.heartbeat_keys)  # every workload's lane beats
     if ttl_ms < 0:
         return False, f"{who} has not heartbeaten in time: stuck, paused or cut off from Redis"
     return True, f"{who} is alive, heartbeat fresh ({ttl_ms / 1000:.1f} s left)"

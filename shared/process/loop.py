@@ -19,15 +19,17 @@ import time
 from collections.abc import Callable
 from functools import partial
 
-from recheck.shared.config import Workload
+from recheck.shared.config import ConfigError, Workload
+from recheck.shared.errors import RecheckError
 from recheck.shared.mysql.db import Database, DatabaseDown, server_of
 from recheck.shared.mysql.db import last_success as mysql_seen
 from recheck.shared.outage import Outage
 from recheck.shared.process.health import HealthFile, HealthRecord
-from recheck.shared.process.presence import Presence, make_process_id
+from recheck.shared.process.presence import make_process_id
 from recheck.shared.redis.connection import REDIS_DOWN, connect_redis
 from recheck.shared.redis.connection import last_success as redis_seen
 from recheck.shared.redis.store import Store, open_store
+from recheck.shared.workloads import deployment_of
 
 log = logging.getLogger(__name__)
 
@@ -57,16 +59,26 @@ def deliver_signals(handle: Callable[[int], None], signums=(signal.SIGTERM, sign
         signal.signal(signum, lambda _number, _frame: None)  # the relay thread acts
 
 
+class StartLater(RecheckError):
+    """A workload's server is away at start: try the whole start again after `delay`."""
+
+    def __init__(self, delay: float):
+        super().__init__(delay)
+        self.delay = delay
+
+
 class Service:
-    """A recheck process: its identity, its connections, its loop."""
+    """A recheck process: its identity, its Redis client, its loop, and the outage records of
+    the servers its workloads use. Each role keeps one lane per workload (the same code for one
+    workload as for ten); a lane gets its own store, MySQL connection and lifeline (parts_for)."""
 
     role = "service"
-    presence: Presence  # the heartbeat; each role makes its own
 
     def __init__(self, workloads: list[Workload]) -> None:
         """workloads: every workload this process serves (they share one deployment)."""
-        first = workloads[0]
-        self.deployment = first.deployment
+        if not workloads:
+            raise ConfigError("a process needs at least one workload")
+        self.deployment = deployment_of(workloads)
         self.workloads = workloads
         self.id = make_process_id()
         # Shared by every thread of the process; "back" once real work on that server succeeds.
@@ -74,8 +86,6 @@ class Service:
         self.client = connect_redis(
             self.deployment, self.redis_outage
         )  # waits for Redis to say if it is a cluster
-        self.store = open_store(self.client, first)
-        self.db = Database(first)
         self._stop = threading.Event()
         self.signals_received = 0
         self.deadline: float | None = None  # monotonic time a graceful stop must end by
@@ -86,18 +96,25 @@ class Service:
             server: Outage(f"mysql {server}" if named else "mysql", seen=partial(mysql_seen, server))
             for server in servers
         }
-        self.mysql_outage = self.mysql_outage_for(first)
+        # For a step that no one workload owns: "mysql" is back once any of its servers answers.
+        self.any_mysql_outage = (
+            Outage("mysql", seen=lambda: max(mysql_seen(server) for server in servers))
+            if named
+            else self._mysql_outages[servers[0]]
+        )
 
     def mysql_outage_for(self, workload: Workload) -> Outage:
         """The outage record of the MySQL server a workload is on."""
         return self._mysql_outages[server_of(workload)]
 
     def parts_for(self, workload: Workload) -> tuple[Store, Database, Lifeline]:
-        """A workload's store (over its partitions, if several), MySQL connection and lifeline;
-        the first workload uses the process's own connections."""
-        if workload is self.workloads[0]:
-            return self.store, self.db, self.lifeline(workload)
+        """A workload's store (over its partitions, if several), MySQL connection and lifeline."""
         return open_store(self.client, workload), Database(workload), self.lifeline(workload)
+
+    def heartbeat_keys(self) -> list[str]:
+        """Every heartbeat key this process keeps alive (one per lane): `recheck health` wants
+        them all."""
+        raise NotImplementedError
 
     def lifeline(self, workload: Workload) -> Lifeline:
         """This process's lifecycle as one workload's code sees it (its own MySQL server)."""
@@ -163,8 +180,9 @@ class Service:
         os._exit(1)
 
     def attempt(self, step, mysql_outage: Outage | None = None):
-        """Run step(); (True, its result), or (False, backoff delay) if a server is away."""
-        ok, value = attempt(step, self.redis_outage, mysql_outage or self.mysql_outage)
+        """Run step(); (True, its result), or (False, backoff delay) if a server is away (its
+        MySQL outage record: the workload's, or for a step of the whole process any_mysql_outage)."""
+        ok, value = attempt(step, self.redis_outage, mysql_outage or self.any_mysql_outage)
         return ok, value
 
     def persist(self, step, given_up=lambda: False, mysql_outage: Outage | None = None):
@@ -188,7 +206,7 @@ class Service:
         self.start_up()
         health = HealthFile(self.deployment.health_file)
         if not self.stopping:
-            health.write(HealthRecord(self.role, self.id, os.getpid(), self.presence.key))
+            health.write(HealthRecord(self.role, self.id, os.getpid(), tuple(self.heartbeat_keys())))
         try:
             self.loop()
         finally:
@@ -196,12 +214,24 @@ class Service:
         self.shutdown()
 
     def start_up(self) -> None:
-        """startup(), retried through outages until it succeeds or stop() is called."""
+        """startup(), retried through outages until it succeeds or stop() is called (a lane's
+        start raises StartLater when its own server is away: logged by that lane's outage)."""
         while not self.stopping:
-            ok, delay = self.attempt(self.startup)
+            try:
+                ok, delay = self.attempt(self.startup)
+            except StartLater as later:
+                ok, delay = False, later.delay
             if ok:
                 return
             self.wait(delay)
+
+    def start_lanes(self, lanes) -> None:
+        """Start each lane through its own lifeline (its own MySQL server's outage record);
+        StartLater if one cannot start yet: the whole start is tried again after the pause."""
+        for lane in lanes:
+            ok, delay = lane.life.attempt(lane.startup)
+            if not ok:
+                raise StartLater(delay)
 
     def loop(self) -> None:
         while not self.stopping:

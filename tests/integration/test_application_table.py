@@ -212,7 +212,7 @@ def test_failures_show_in_the_dashboards_facts_within_seconds(make_settings, mak
     seed_rows(settings, 40, due_now=True)
     dispatch_all(settings)
     worker = make_worker(settings, checks.always_raises)
-    worker.poll()
+    worker.lane(settings.name).poll()
     worker.beat()
     time.sleep(FAILING_EVERY + 0.1)
     facts = monitor.run_once()

@@ -123,7 +123,7 @@ def test_a_retried_write_records_nothing_twice(watched, make_worker, sql):
     """The write commits, then its connection dies before the reply: the worker retries the
     write (as after any lost connection), the retry is fenced out, and so are its transitions."""
     worker = make_worker(watched, url_states)
-    db = worker.completer.writeback.db
+    db = worker.lane(watched.name).completer.writeback.db
     real = db.run_in_transaction
     lost = []
 
@@ -151,8 +151,8 @@ def test_a_late_write_for_an_old_due_time_records_nothing(watched, make_worker, 
     worker = make_worker(watched, url_states)
     drain(worker, watched)
     before = scalar(sql, f"SELECT COUNT(*) FROM {FEED}")
-    items, _ = worker.completer.writeback.keys.parse(stale)
-    written = worker.completer.writeback.write(items, [Outcome(True, "down")] * len(items))
+    items, _ = worker.lane(watched.name).completer.writeback.keys.parse(stale)
+    written = worker.lane(watched.name).completer.writeback.write(items, [Outcome(True, "down")] * len(items))
     assert written.stale == 20 and written.changes == 0
     assert scalar(sql, f"SELECT COUNT(*) FROM {FEED}") == before
 
@@ -237,7 +237,8 @@ def statements(worker) -> int:
     -back's and the columns reader's; SHOW is not one): nobody else's statements count."""
     names = "'Com_select', 'Com_insert', 'Com_update', 'Com_update_multi', 'Com_delete', 'Com_insert_select'"
     total = 0
-    for db in (worker.db, worker.lanes[0].batch.reader.db):
+    lane = worker.lane("monitors")
+    for db in (lane.db, lane.batch.reader.db):
         found = query(db.conn, f"SHOW SESSION STATUS WHERE Variable_name IN ({names})")
         total += sum(int(value) for _, value in found)
     return total
@@ -256,7 +257,7 @@ def test_the_feed_costs_the_same_few_statements_per_batch_whatever_its_size(sett
         set_urls(sql, range(1, size + 1), f"http://{label}.example/")
         dispatch_all(watched)
         before = statements(worker)
-        worker.poll()  # one take, one batch, one write-back
+        worker.lane(watched.name).poll()  # one take, one batch, one write-back
         cost.setdefault(size, []).append(statements(worker) - before)
     assert len(feed(client)) == 400 + 10 + 400 + 10  # every change recorded
     print(f"statements per take with changes (columns read, locked read, writes, read back, feed): {cost}")

@@ -92,8 +92,8 @@ def test_a_lane_that_dies_stops_its_worker_and_hands_back_what_it_held(settings,
         assert init_db(w, apply=False, say=lambda _: None, create=True) == 0
         seed_rows(w, 50, due_now=True)
         dispatch_all(w)
-    worker = Worker(first, workloads=[first, second])
-    broken = worker.lanes[1]
+    worker = Worker([first, second])
+    broken = worker.lane("second")
 
     def process(entries):
         raise RuntimeError("a bug in recheck itself, mid-batch")
@@ -133,7 +133,7 @@ def test_recheck_after_any_number_is_clamped_never_a_crash(settings, make_worker
 
     worker = make_worker(far, decide)
     dispatch_all(far)
-    worker.poll()  # crashed with OverflowError in the write-back before the fix
+    worker.lane(far.name).poll()  # crashed with OverflowError in the write-back before the fix
     rhythm = "ROUND(TIMESTAMPDIFF(MICROSECOND, checked_at, next_check_at) / 1e6)"
     due_in = dict(query(sql, f"SELECT user_id, {rhythm} FROM far WHERE check_count = 1"))
     assert {k: float(v) for k, v in due_in.items()} == {1: 100, 2: 100, 3: 100, 4: 2, 5: 2, 6: 7}

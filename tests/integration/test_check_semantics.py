@@ -93,8 +93,8 @@ def test_a_batch_check_gets_rows_in_one_statement_and_may_answer_by_id(settings,
 
     worker = make_worker(urls, probe)
     reads = "SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'COM_SELECT'"
-    worker.batch.reader.keys  # noqa: B018 (the id column's type, read once at the first take)
-    reader = worker.batch.reader.db
+    worker.lane(urls.name).batch.reader.keys  # noqa: B018 (the id column's type, read once at the first take)
+    reader = worker.lane(urls.name).batch.reader.db
     before = int(reader.scalar(reads))
     drain(worker, urls)
     assert int(reader.scalar(reads)) - before - 1 == 1  # one statement read every row of the take
@@ -215,7 +215,7 @@ def test_a_workload_says_which_share_of_failing_checks_is_normal(make_settings, 
     seed_rows(lenient, 40, due_now=True)
     dispatch_all(lenient)
     worker = make_worker(lenient, checks.odd_fails)  # half of the checks fail
-    worker.poll()
+    worker.lane(lenient.name).poll()
     worker.beat()
     facts = gather(lenient, Database(lenient), make_store(lenient))
     assert facts["recent_failed"] == 20 and not facts["checks_failing"] and facts["fresh"]

@@ -19,15 +19,15 @@ def queued(rds, settings) -> list[bytes]:
     return rds.lrange(Keys(settings.deployment.key_prefix).queue, 0, -1)
 
 
-def finish_between_read_and_push(dispatcher: Dispatcher, worker, held: list[bytes]) -> None:
-    """The dispatcher's next page read is followed, before its push, by `worker` writing back and
-    acknowledging the entries it `held` (once): the race a guarded pass must survive."""
+def finish_between_read_and_push(dispatcher: Dispatcher, lane, held: list[bytes]) -> None:
+    """The dispatcher's next page read is followed, before its push, by a worker's `lane` writing
+    back and acknowledging the entries it `held` (once): the race a guarded pass must survive."""
     real_query = dispatcher.pusher.rows.db.query
 
     def read_then_worker_finishes(*args, **kwargs):
         rows = real_query(*args, **kwargs)
         if held:
-            worker.batch.process(held)  # written and acknowledged between the read and the push
+            lane.batch.process(held)  # written and acknowledged between the read and the push
             held.clear()
         return rows
 
@@ -137,9 +137,9 @@ def test_after_a_rewind_a_row_finished_between_read_and_push_is_not_queued_again
     dispatcher = make_dispatcher(settings)
     drain_polls(dispatcher)
     worker = make_worker(settings, checks.ok)
-    held = worker.intake.take(500)  # all three in flight
+    held = worker.lane(settings.name).intake.take(500)  # all three in flight
     dispatcher.rewind()  # e.g. a new leader: it meets the in-flight rows again
-    finish_between_read_and_push(dispatcher, worker, held)
+    finish_between_read_and_push(dispatcher, worker.lane(settings.name), held)
     drain_polls(dispatcher)
     assert rds.llen(Keys(settings.deployment.key_prefix).queue) == 0
     assert not rds.exists(Keys(settings.deployment.key_prefix).dispatch_guard)  # caught up: guard ended
@@ -168,9 +168,9 @@ def test_a_push_whose_reply_was_lost_then_a_row_finished_between_reread_and_push
     with pytest.raises(redis.exceptions.ConnectionError):
         dispatcher.poll()
     worker = make_worker(settings, checks.ok)
-    held = worker.intake.take(500)  # all three in flight
+    held = worker.lane(settings.name).intake.take(500)  # all three in flight
     assert len(held) == 3
-    finish_between_read_and_push(dispatcher, worker, held)
+    finish_between_read_and_push(dispatcher, worker.lane(settings.name), held)
     drain_polls(dispatcher)  # the service loop's retry after the outage
     assert rds.llen(Keys(settings.deployment.key_prefix).queue) == 0
     assert scalar(sql, "SELECT SUM(check_count) FROM user_block_status") == 3
@@ -185,5 +185,5 @@ def test_a_cold_start_with_nothing_in_flight_records_no_tombstones(make_worker, 
     keys = Keys(settings.deployment.key_prefix)
     assert not rds.exists(keys.dispatch_guard)
     worker = make_worker(settings, checks.ok)
-    worker.batch.process(worker.intake.take(500))
+    worker.lane(settings.name).batch.process(worker.lane(settings.name).intake.take(500))
     assert not rds.exists(keys.completed)

@@ -12,7 +12,7 @@ from tests.support.helpers import REPO
 
 def test_fresh_heartbeat_of_a_live_pid_is_healthy_until_the_key_expires(tmp_path, rds):
     path = tmp_path / "recheck.health"
-    HealthFile(str(path)).write(HealthRecord("worker", "w-1", os.getpid(), "test:health:w-1"))
+    HealthFile(str(path)).write(HealthRecord("worker", "w-1", os.getpid(), ("test:health:w-1",)))
     rds.set("test:health:w-1", "{}", px=2000)
     healthy, why = check_health(path, rds)
     assert healthy and why.startswith(f"worker w-1 (pid {os.getpid()}) is alive"), why
@@ -30,7 +30,7 @@ def test_missing_malformed_or_dead_is_unhealthy(tmp_path, rds):
     assert not healthy and why.startswith(f"cannot read {path}")
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    HealthFile(str(path)).write(HealthRecord("dispatcher", "d-1", gone.pid, "test:health:d-1"))
+    HealthFile(str(path)).write(HealthRecord("dispatcher", "d-1", gone.pid, ("test:health:d-1",)))
     rds.set("test:health:d-1", "{}", px=5000)  # a key left behind by a killed process
     assert check_health(path, rds) == (False, f"dispatcher d-1 (pid {gone.pid}) is gone")
     HealthFile(str(path)).remove()

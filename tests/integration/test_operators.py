@@ -57,7 +57,7 @@ def test_inspect_tells_one_rows_story_wherever_it_is(settings, make_worker, sql)
     assert queued["state"] == "queued" and "queued at position 3 of 10" in queued["where"], queued
 
     worker = make_worker(settings, checks.ok)
-    held = worker.intake.take(2)  # ids 1 and 2 taken, not yet written
+    held = worker.lane(settings.name).intake.take(2)  # ids 1 and 2 taken, not yet written
     in_flight = story(settings, "1")
     assert in_flight["state"] == "in_flight" and f"with worker {worker.id} (alive)" in in_flight["where"]
 
@@ -65,7 +65,7 @@ def test_inspect_tells_one_rows_story_wherever_it_is(settings, make_worker, sql)
         return [ValueError("upstream said 503 for user 5") if i == 5 else "ok" for i in ids]
 
     failing_worker = make_worker(settings, fails_on_five)
-    failing_worker.batch.process(failing_worker.intake.take(8))
+    failing_worker.lane(settings.name).batch.process(failing_worker.lane(settings.name).intake.take(8))
     failing = story(settings, "5")
     assert (failing["fail_count"], failing["check_count"]) == (1, 0)
     assert failing["last_error"] == "ValueError: upstream said 503 for user 5"
@@ -75,7 +75,7 @@ def test_inspect_tells_one_rows_story_wherever_it_is(settings, make_worker, sql)
     assert quarantined["state"] == "quarantined" and quarantined["release"] == "recheck release 11"
     waiting = story(settings, "12")
     assert waiting["state"] == "waiting" and waiting["late_s"] < -3500
-    worker.batch.process(held)
+    worker.lane(settings.name).batch.process(held)
     missing = inspect(settings, "999")
     assert missing.returncode == 1 and "no row with id '999'" in missing.stderr
     assert inspect(settings, "abc").returncode == 2  # not an integer id
@@ -100,7 +100,7 @@ def test_failures_are_grouped_by_error_without_scanning_the_table(settings, make
     seed_rows(settings, 40, due_now=True)
     dispatch_all(settings)
     worker = make_worker(settings, checks.odd_fails)  # odd ids fail: "ValueError: odd id 7", ...
-    worker.poll()
+    worker.lane(settings.name).poll()
     facts = only_workload(recheck("status", "--json", settings=settings).stdout)
     groups = {group["error"]: group for group in facts["errors"]}
     assert list(groups) == ["ValueError: odd id N"], groups

@@ -40,7 +40,7 @@ def drain(worker: Worker, rds, settings: Settings, rounds: int = 50) -> None:
     for _ in range(rounds):
         if not rds.llen(keys.queue) and not rds.llen(keys.suspects):
             return
-        worker.poll()
+        worker.lane(settings.name).poll()
 
 
 # -- 1. application row locks and a read-only server ---------------------------------------------
@@ -56,7 +56,9 @@ def test_a_row_locked_by_the_application_is_deferred_and_the_rest_of_its_batch_w
             cursor.execute("SELECT * FROM user_block_status WHERE user_id = 7 FOR UPDATE")  # held by the app
         worker = make_worker(settings, checks.ok)
         started = time.monotonic()
-        worker.poll()  # must neither raise nor wait out the server's 50 s lock wait timeout
+        worker.lane(
+            settings.name
+        ).poll()  # must neither raise nor wait out the server's 50 s lock wait timeout
         took = time.monotonic() - started
     finally:
         app.close()  # the application's transaction ends (rolled back)
@@ -65,11 +67,11 @@ def test_a_row_locked_by_the_application_is_deferred_and_the_rest_of_its_batch_w
     keys = Keys(settings.deployment.key_prefix)
     assert not rds.hexists(keys.inflight, "7")  # let go: the sweep brings it back once overdue
     assert rds.scard(keys.processing(worker.id)) == 0
-    assert worker.counters.deferred == 1
+    assert worker.lane(settings.name).counters.deferred == 1
     at_once = settings.deployment.model_copy(update={"sweep_grace": 0.0})  # below what a setting may be
     sweeper = Sweeper(settings.model_copy(update={"deployment": at_once}), make_pusher(settings))
     assert sweeper.run_once() == 1
-    worker.poll()
+    worker.lane(settings.name).poll()
     assert query(sql, ROW, (7,))[0][1] == 1  # checked once the lock was gone
 
 
@@ -87,7 +89,7 @@ def test_a_write_retried_after_a_lost_connection_waits_for_rows_still_locked(
     app = mariadb.connect(settings.mysql.database)
     admin = mariadb.connect(settings.mysql.database)
     worker = make_worker(settings, checks.ok)
-    victim = worker.db.scalar("SELECT CONNECTION_ID()")
+    victim = worker.lane(settings.name).db.scalar("SELECT CONNECTION_ID()")
 
     def lock_then_cut(ids):
         with app.cursor() as cursor:
@@ -98,15 +100,15 @@ def test_a_write_retried_after_a_lost_connection_waits_for_rows_still_locked(
             cursor.execute(f"KILL {int(victim)}")  # the write that follows finds no connection
         return ["ok"] * len(ids)
 
-    worker.lanes[0].batch.check = lock_then_cut
+    worker.lane(settings.name).batch.check = lock_then_cut
     try:
-        worker.poll()
+        worker.lane(settings.name).poll()
     finally:
         time.sleep(3)  # the timer has rolled back by now
         app.close()
         admin.close()
     written = scalar(sql, "SELECT COUNT(*) FROM user_block_status WHERE check_count = 1")
-    assert (written, worker.counters.deferred) == (50, 0)
+    assert (written, worker.lane(settings.name).counters.deferred) == (50, 0)
 
 
 @pytest.fixture
@@ -165,7 +167,7 @@ def test_a_check_that_reorders_its_ids_still_writes_each_result_to_its_own_row(
 ):
     seed_rows(settings, 20, due_now=True)
     dispatch_all(settings)
-    make_worker(settings, check).poll()
+    make_worker(settings, check).lane(settings.name).poll()
     for row_id, status in query(sql, "SELECT user_id, status FROM user_block_status"):
         assert status == f"result for {row_id}"
 
@@ -177,7 +179,7 @@ def test_a_check_that_changes_the_length_of_its_list_fails_its_batch_clearly(mak
 
     seed_rows(settings, 5, due_now=True)
     dispatch_all(settings)
-    make_worker(settings, drops_one).poll()
+    make_worker(settings, drops_one).lane(settings.name).poll()
     errors = {row[0] for row in query(sql, "SELECT last_error FROM user_block_status")}
     assert len(errors) == 1 and "changed the ids list it was given" in errors.pop()
 
@@ -190,14 +192,14 @@ def test_a_row_forced_due_while_in_flight_is_checked_within_the_sweep_bound(make
     dispatcher = make_dispatcher(settings)
     dispatcher.poll()
     worker = make_worker(settings, checks.ok)
-    held = worker.intake.take(10)
+    held = worker.lane(settings.name).intake.take(10)
     query(sql, "UPDATE user_block_status SET next_check_at = NOW(3) - INTERVAL 4 SECOND WHERE user_id = 1")
     dispatcher.poll()  # reads the forced row while it is in flight: skipped, the cursor rests on it
-    worker.batch.process(held)  # its write is fenced out (the due time moved): stale
-    assert worker.counters.stale == 1
+    worker.lane(settings.name).batch.process(held)  # its write is fenced out (the due time moved): stale
+    assert worker.lane(settings.name).counters.stale == 1
     sweeper = Sweeper(settings, make_pusher(settings), dispatcher_cursor=lambda: dispatcher.cursor)
     assert sweeper.run_once() == 1  # the forced cycle is found again
-    worker.poll()
+    worker.lane(settings.name).poll()
     assert query(sql, ROW, (1,))[0][1] == 1
 
 
@@ -206,7 +208,7 @@ def test_a_connection_lost_after_the_write_still_acknowledges_the_batch(make_wor
     seed_rows(settings, 10, due_now=True)
     dispatch_all(settings)
     worker = make_worker(settings, checks.ok)
-    writeback = worker.completer.writeback
+    writeback = worker.lane(settings.name).completer.writeback
     real_write = writeback.write
 
     def write_then_lose_the_connection(*args, **kwargs):
@@ -217,7 +219,7 @@ def test_a_connection_lost_after_the_write_still_acknowledges_the_batch(make_wor
         return written
 
     writeback.write = write_then_lose_the_connection
-    worker.poll()
+    worker.lane(settings.name).poll()
     keys = Keys(settings.deployment.key_prefix)
     assert rds.hlen(keys.inflight) == 0 and rds.scard(keys.processing(worker.id)) == 0
     assert scalar(sql, "SELECT COUNT(*) FROM user_block_status WHERE check_count = 1") == 10
@@ -245,10 +247,16 @@ def test_a_per_row_acknowledgement_releases_only_what_it_still_holds(make_worker
     dispatch_all(settings)
     keys = Keys(settings.deployment.key_prefix)
     worker = make_worker(settings, checks.slow_row)  # an async check: the per-row loop
-    held = worker.intake.take(3)  # in progress when the worker is paused past its heartbeat
+    held = worker.lane(settings.name).intake.take(
+        3
+    )  # in progress when the worker is paused past its heartbeat
     rds.delete(keys.processing(worker.id))  # reclaimed meanwhile: given to someone else
-    newer = worker.intake.take(3)  # on waking it takes three more: its set holds only these
-    worker.completer.acknowledge(held, [], Written(3, 0, 0), 0)  # then finishes the old three
+    newer = worker.lane(settings.name).intake.take(
+        3
+    )  # on waking it takes three more: its set holds only these
+    worker.lane(settings.name).completer.acknowledge(
+        held, [], Written(3, 0, 0), 0
+    )  # then finishes the old three
     assert rds.scard(keys.processing(worker.id)) == 3  # the newer entries are still held
     assert all(rds.hexists(keys.inflight, e.split(b":")[0]) for e in held + newer)  # nothing released
 
@@ -272,7 +280,7 @@ def test_negative_ids_of_a_signed_key_are_checked(make_worker, settings, sql, rd
     assert dispatch_all(settings) == 4
     worker = make_worker(settings, checks.ok)
     drain(worker, rds, settings)
-    assert worker.counters.malformed == 0
+    assert worker.lane(settings.name).counters.malformed == 0
     assert scalar(sql, "SELECT COUNT(*) FROM user_block_status WHERE check_count = 1") == 4
     assert rds.hlen(Keys(settings.deployment.key_prefix).inflight) == 0
 
@@ -288,7 +296,7 @@ def test_odd_results_are_stored_or_fail_their_own_row_never_the_worker(make_work
     seed_rows(settings, 5, due_now=True)
     dispatch_all(settings)
     worker = make_worker(settings, odd_values)
-    worker.poll()
+    worker.lane(settings.name).poll()
     rows = {r[0]: r[1:] for r in query(sql, "SELECT user_id, status, check_count, fail_count, last_error "
                                             "FROM user_block_status")}  # fmt: skip
     assert rows[1][1] == 1 and "surrogate" in rows[1][0]  # stored, the lone surrogate replaced
@@ -307,7 +315,7 @@ def test_a_result_its_column_refuses_fails_that_row_and_the_rest_are_written(mak
     def mostly_ok(ids):
         return ["surprise" if i == 4 else "ok" for i in ids]
 
-    make_worker(settings, mostly_ok).poll()
+    make_worker(settings, mostly_ok).lane(settings.name).poll()
     rows = {r[0]: r[1:] for r in query(sql, "SELECT user_id, status, check_count, fail_count, last_error "
                                             "FROM user_block_status")}  # fmt: skip
     assert all(rows[i][:2] == ("ok", 1) for i in (1, 2, 3, 5, 6)), rows

@@ -35,7 +35,7 @@ def test_a_live_worker_is_left_alone(make_worker, settings, rds):
     seed_rows(settings, 10, due_now=True)
     dispatch_all(settings)
     worker = make_worker(settings, checks.ok)
-    worker.intake.take(10)
+    worker.lane(settings.name).intake.take(10)
     assert job(Reclaimer, settings).run_once() == (0, 0)
     assert rds.scard(Keys(settings.deployment.key_prefix).processing(worker.id)) == 10
 
@@ -45,17 +45,17 @@ def test_a_dead_workers_entries_come_back_as_eight_smaller_batches_first(make_wo
     dispatch_all(settings)
     keys = Keys(settings.deployment.key_prefix)
     dead = make_worker(settings, checks.ok)
-    assert len(dead.intake.take(20)) == 20
+    assert len(dead.lane(settings.name).intake.take(20)) == 20
     kill(dead, rds)
     assert job(Reclaimer, settings).run_once() == (20, 0)
     assert rds.llen(keys.suspects) == 8  # 20 entries in 8 groups of 3 or 2
     assert not rds.sismember(keys.workers, dead.id)
     assert rds.hlen(keys.inflight) == 30  # still in transit: nothing can dispatch them twice
     rescuer = make_worker(settings, checks.ok)
-    first = rescuer.intake.take(500)
+    first = rescuer.lane(settings.name).intake.take(500)
     assert len(first) == 3  # one group, taken before the 10 ids still in the queue
     assert all(rds.hget(keys.reclaims, e.split(b":")[0]) == b"1" for e in first)
-    rescuer.batch.process(first)
+    rescuer.lane(settings.name).batch.process(first)
     assert all(rds.hget(keys.reclaims, e.split(b":")[0]) is None for e in first)  # completed: forgiven
 
 
@@ -66,13 +66,13 @@ def test_an_id_that_keeps_killing_workers_is_quarantined_then_released(make_work
     keys = Keys(settings.deployment.key_prefix)
     reclaimer = job(Reclaimer, settings)
     dead = make_worker(settings, checks.ok)
-    assert len(dead.intake.take(3)) == 3
+    assert len(dead.lane(settings.name).intake.take(3)) == 3
     kill(dead, rds)  # dies with the whole batch: all three become suspects
     assert reclaimer.run_once() == (3, 0)
     quarantined = 0
     for _ in range(10):  # three groups of one; id 1 kills every worker that takes it
         worker = make_worker(settings, checks.ok)
-        taken = worker.intake.take(500)
+        taken = worker.lane(settings.name).intake.take(500)
         if not taken:
             break
         assert len(taken) == 1
@@ -80,7 +80,7 @@ def test_an_id_that_keeps_killing_workers_is_quarantined_then_released(make_work
             kill(worker, rds)
             quarantined += reclaimer.run_once()[1]
         else:
-            worker.batch.process(taken)
+            worker.lane(settings.name).batch.process(taken)
     assert quarantined == 1
     due, error = query(sql, "SELECT next_check_at, last_error FROM user_block_status WHERE user_id = 1")[0]
     assert due.year == 9999
@@ -155,13 +155,17 @@ def test_a_row_completed_between_the_sweeps_read_and_its_push_is_not_queued_agai
     )
     dispatch_all(settings)
     worker = make_worker(settings, checks.ok)
-    held = worker.intake.take(500)  # row 1 is in flight, held by a worker, overdue by 10 s
+    held = worker.lane(settings.name).intake.take(
+        500
+    )  # row 1 is in flight, held by a worker, overdue by 10 s
     sweeper = job(Sweeper, settings)
     real_query = sweeper.pusher.rows.db.query
 
     def read_then_worker_finishes(*args, **kwargs):
         rows = real_query(*args, **kwargs)  # the sweep reads row 1 as overdue...
-        worker.batch.process(held)  # ...and the worker writes and acknowledges it before the push
+        worker.lane(settings.name).batch.process(
+            held
+        )  # ...and the worker writes and acknowledges it before the push
         return rows
 
     sweeper.pusher.rows.db.query = read_then_worker_finishes

@@ -27,7 +27,7 @@ def test_a_partitioned_workload_spreads_its_ids_and_every_row_is_checked(make_se
     assert len(depths) == 8 and min(depths) > 250, depths  # about 375 each
     worker = make_worker(settings, ok)
     for _ in range(40):
-        worker.poll()
+        worker.lane(settings.name).poll()
         if store.overview().in_flight == 0:
             break
     assert scalar(sql, "SELECT COUNT(*) FROM user_block_status WHERE check_count = 0") == 0

@@ -37,7 +37,7 @@ def test_a_batch_is_written_back_and_acknowledged(make_worker, make_settings, sq
     assert dispatch_all(settings) == 1200
     worker = make_worker(settings, checks.ok)
     while rds.llen(Keys(settings.deployment.key_prefix).queue):
-        worker.poll()
+        worker.lane(settings.name).poll()
     written = rows(sql)
     assert len(written) == 1200
     for _, status, checked_at, _, count, fails, error, gap in written:
@@ -49,7 +49,7 @@ def test_a_batch_is_written_back_and_acknowledged(make_worker, make_settings, sq
     assert rds.hlen(keys.inflight) == 0
     assert rds.scard(keys.processing(worker.id)) == 0
     assert int(rds.hget(keys.stats, "checked")) == 1200
-    assert worker.counters.batches == 3  # 500 + 500 + 200: batched, not per id
+    assert worker.lane(settings.name).counters.batches == 3  # 500 + 500 + 200: batched, not per id
 
 
 def test_takes_grow_past_the_check_batch_while_the_queue_is_deep(make_worker, make_settings, sql, rds):
@@ -66,10 +66,10 @@ def test_takes_grow_past_the_check_batch_while_the_queue_is_deep(make_worker, ma
 
     worker = make_worker(settings, sized)
     while rds.llen(Keys(settings.deployment.key_prefix).queue):
-        worker.poll()
+        worker.lane(settings.name).poll()
     assert max(calls) == 100 and sum(calls) == 4000
     # 100, 200, 400, then 800 at a time: 9 write-backs instead of 40 (more if this machine is slow).
-    assert worker.counters.batches <= 20, worker.counters.batches
+    assert worker.lane(settings.name).counters.batches <= 20, worker.lane(settings.name).counters.batches
     assert (
         scalar(sql, "SELECT COUNT(*) FROM user_block_status WHERE check_count = 1 AND status = 'ok'") == 4000
     )
@@ -84,7 +84,7 @@ def test_with_retry_backoff_failures_are_retried_with_capped_backoff(make_worker
         query(sql, "UPDATE user_block_status SET next_check_at = NOW(3) WHERE user_id = 1")
         dispatch_all(settings)
         worker = make_worker(settings, checks.odd_fails)
-        worker.poll()
+        worker.lane(settings.name).poll()
         (_, _, _, due, _, fails, error, _) = rows(sql, "user_id = 1")[0]
         delay = scalar(sql, "SELECT TIMESTAMPDIFF(MICROSECOND, NOW(3), %s) / 1e6", (due,))
         delays.append((fails, round(float(delay))))
@@ -98,7 +98,7 @@ def test_success_after_failures_clears_the_failure_state(make_worker, settings, 
     query(sql, "INSERT INTO user_block_status (user_id, next_check_at, fail_count, last_error) "
                "VALUES (1, NOW(3), 5, 'old error')")  # fmt: skip
     dispatch_all(settings)
-    make_worker(settings, checks.ok).poll()
+    make_worker(settings, checks.ok).lane(settings.name).poll()
     _, status, _, _, count, fails, error, _ = rows(sql)[0]
     assert (status, count, fails, error) == ("ok", 1, 0, None)
 
@@ -115,7 +115,7 @@ def test_a_misbehaving_check_fails_its_batch_not_the_worker(make_worker, setting
     seed_rows(settings, 3, due_now=True)
     dispatch_all(settings)
     worker = make_worker(settings, check)
-    worker.poll()
+    worker.lane(settings.name).poll()
     for row in rows(sql):
         assert row[4:6] == (0, 1)
         assert row[6].startswith(message)
@@ -125,7 +125,7 @@ def test_a_misbehaving_check_fails_its_batch_not_the_worker(make_worker, setting
 def test_results_longer_than_the_column_are_clipped_not_fatal(make_worker, settings, sql):
     seed_rows(settings, 2, due_now=True)
     dispatch_all(settings)
-    make_worker(settings, checks.long_text).poll()
+    make_worker(settings, checks.long_text).lane(settings.name).poll()
     assert [(len(r[1]), r[4]) for r in rows(sql)] == [(255, 1), (255, 1)]
 
 
@@ -136,10 +136,10 @@ def test_malformed_entries_are_dropped_and_counted(make_worker, settings, sql, r
     rds.rpush(keys.queue, b"garbage", b"12:", b"\xff\xfe", b"1:2:3")
     worker = make_worker(settings, checks.ok)
     while rds.llen(keys.queue):
-        worker.poll()
+        worker.lane(settings.name).poll()
     assert [r[4] for r in rows(sql)] == [1, 1, 1]
     assert int(rds.hget(keys.stats, "malformed")) == 4
-    assert worker.counters.malformed == 4
+    assert worker.lane(settings.name).counters.malformed == 4
     assert rds.scard(keys.processing(worker.id)) == 0
 
 
@@ -149,11 +149,11 @@ def test_a_late_write_for_an_already_rechecked_due_time_changes_nothing(make_wor
     dispatch_all(settings)
     keys = Keys(settings.deployment.key_prefix)
     stale_entry = rds.lindex(keys.queue, 0)
-    make_worker(settings, checks.ok).poll()  # the row is checked, next due in 2 s
+    make_worker(settings, checks.ok).lane(settings.name).poll()  # the row is checked, next due in 2 s
     before = rows(sql)[0]
     late = make_worker(settings, checks.odd_fails)  # a different result, for the old due time
     items, _ = parse_entries([stale_entry])
-    written = late.completer.writeback.write(items, [Outcome(True, "late result")])
+    written = late.lane(settings.name).completer.writeback.write(items, [Outcome(True, "late result")])
     assert (written.succeeded, written.stale) == (0, 1)
     assert rows(sql)[0] == before
 
@@ -164,18 +164,20 @@ def test_a_reclaimed_workers_late_acknowledgement_releases_nothing(make_worker, 
     dispatch_all(settings)
     keys = Keys(settings.deployment.key_prefix)
     paused = make_worker(settings, checks.ok)
-    held = paused.intake.take(settings.worker_batch)
+    held = paused.lane(settings.name).intake.take(settings.worker_batch)
     assert len(held) == 10
     paused.close()  # SIGSTOP: no more heartbeats...
     rds.delete(keys.heartbeat(paused.id))  # ...so its key expires
     reclaimer = Reclaimer(settings, Database(settings), make_store(settings))
     assert reclaimer.run_once() == (10, 0)
     assert rds.llen(keys.suspects) == 8  # given back as 8 groups
-    paused.completer.acknowledge(held, [], Written(10, 0, 0), 0)  # wakes up and acknowledges its old batch
+    paused.lane(settings.name).completer.acknowledge(
+        held, [], Written(10, 0, 0), 0
+    )  # wakes up and acknowledges its old batch
     assert rds.hlen(keys.inflight) == 10  # nothing released: the entries are someone else's now
     rescuer = make_worker(settings, checks.ok)
     for _ in range(8):
-        rescuer.poll()  # one group per batch
+        rescuer.lane(settings.name).poll()  # one group per batch
     assert rds.hlen(keys.inflight) == 0
     assert [r[4] for r in rows(sql)] == [1] * 10
 
@@ -189,7 +191,7 @@ def test_per_row_checks_run_concurrently_and_are_written_in_batches(
     seed_rows(settings, 300, due_now=True)
     dispatch_all(settings)
     worker = make_worker(settings, check, start=False)
-    assert worker.kind == "row"
+    assert worker.lane(settings.name).kind == "row"
     started = time.monotonic()
     thread = run_in_thread(worker)
     wait_for(lambda: scalar(sql, "SELECT COUNT(*) FROM user_block_status WHERE check_count = 1") == 300, 15,
@@ -199,7 +201,9 @@ def test_per_row_checks_run_concurrently_and_are_written_in_batches(
     thread.join(10)
     # 300 rows x 0.3 s one at a time would take 90 s; 100 at a time takes about 0.9 s.
     assert elapsed < 4, elapsed
-    assert worker.counters.batches < 60  # written back in batches, not a statement per row
+    assert (
+        worker.lane(settings.name).counters.batches < 60
+    )  # written back in batches, not a statement per row
     statuses = {r[0]: r[1] for r in rows(sql)}
     prefix = "ok" if asyncio.iscoroutinefunction(check) else "sync"
     assert statuses[7] == f"{prefix} 7"
@@ -227,7 +231,7 @@ def test_a_hanging_check_is_abandoned_after_the_timeout(make_worker, make_settin
     dispatch_all(settings)
     worker = make_worker(settings, checks.hangs)
     started = time.monotonic()
-    worker.poll()
+    worker.lane(settings.name).poll()
     assert time.monotonic() - started < 2
     assert {r[6] for r in rows(sql)} == {"TimeoutError: check did not finish within 0.5s"}
     assert worker.fatal is None
@@ -238,7 +242,7 @@ def test_entries_are_taken_in_one_round_trip_per_batch(make_worker, settings, rd
     rds.rpush(keys.queue, *[make_entry(i, 1000) for i in range(1, 1001)])
     worker = make_worker(settings, checks.ok)
     before = rds.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
-    taken = worker.intake.take(500)
+    taken = worker.lane(settings.name).intake.take(500)
     after = rds.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
     assert len(taken) == 500 and after - before == 1
 
@@ -249,20 +253,21 @@ def test_entries_whose_delivery_was_cut_off_are_adopted_not_stranded(make_worker
     dispatch_all(settings)
     keys = Keys(settings.deployment.key_prefix)
     worker = make_worker(settings, checks.ok)
-    real_take = worker.store.take
+    real_take = worker.lane(settings.name).store.take
 
     def pop_then_lose_the_reply(*args, **kwargs):
         real_take(*args, **kwargs)  # really runs against Redis: the entries move into the processing set
         raise redis.exceptions.ConnectionError("Connection closed by server.")
 
-    worker.store.take = pop_then_lose_the_reply
+    lane = worker.lane(settings.name)
+    lane.store.take = pop_then_lose_the_reply
     with pytest.raises(redis.exceptions.ConnectionError):
-        worker.intake.take(500)
-    worker.store.take = real_take
+        lane.intake.take(500)
+    lane.store.take = real_take
     assert rds.scard(keys.processing(worker.id)) == 5  # held in Redis, unseen by the worker
-    adopted = worker.intake.take(500)
+    adopted = lane.intake.take(500)
     assert len(adopted) == 5
-    worker.batch.process(adopted)
+    lane.batch.process(adopted)
     assert [r[4] for r in rows(sql)] == [1] * 5
     assert rds.hlen(keys.inflight) == 0
 

@@ -58,7 +58,7 @@ def test_text_keys_of_any_characters_round_trip_through_dispatch_check_and_write
     drain(worker, names)
     got = results(sql, "names", "name")
     assert got == {key: (f"str:{key!r}", 1) for key in UNUSUAL}, got
-    assert worker.counters.malformed == 0 and worker.counters.stale == 0
+    assert worker.lane(names.name).counters.malformed == 0 and worker.lane(names.name).counters.stale == 0
 
 
 def test_a_latin1_text_key_is_matched_in_its_own_collation(settings, make_worker, sql):
@@ -190,7 +190,7 @@ def checked(sql, table: str) -> int:
 
 def test_a_worker_shares_its_time_by_weight_and_gives_it_all_to_whoever_has_work(settings, sql):
     heavy, light = busy_tables(settings)
-    worker = Worker(heavy, workloads=[heavy, light])
+    worker = Worker([heavy, light])
     thread = run_in_thread(worker)
     try:
         wait_for(lambda: checked(sql, "heavy_rows") > 0 and checked(sql, "light_rows") > 0, 20, "both")
@@ -204,7 +204,7 @@ def test_a_worker_shares_its_time_by_weight_and_gives_it_all_to_whoever_has_work
         assert 2.4 <= ratio <= 3.6, shares
         # The heavy workload runs dry: the light one gets the whole worker.
         query(sql, "UPDATE heavy_rows SET next_check_at = NOW(3) + INTERVAL 1 HOUR")
-        worker.store.client.delete(Keys.of(heavy).queue)
+        worker.lane(heavy.name).store.client.delete(Keys.of(heavy).queue)
         time.sleep(1)
         before, then = checked(sql, "light_rows"), time.monotonic()
         time.sleep(3)

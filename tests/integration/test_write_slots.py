@@ -127,7 +127,7 @@ def test_a_worker_waits_for_a_write_slot_before_writing_back(make_settings, sql,
     assert store.take_write_slot("elsewhere", 1, 800)  # holds the only slot: it lapses in 0.8 s
     worker = make_worker(settings, ok)
     started = time.monotonic()
-    worker.poll()
+    worker.lane(settings.name).poll()
     waited = time.monotonic() - started
     assert scalar(sql, "SELECT COUNT(*) FROM user_block_status WHERE check_count = 1") == 100
     assert waited >= 0.6, f"wrote after {waited:.2f} s while another worker held the only slot"

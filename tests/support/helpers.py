@@ -160,11 +160,13 @@ def prepare(settings, create: str, *rows_sql: str):
 
 
 def drain(worker, settings, rounds: int = 20) -> None:
+    """Dispatch every due row of `settings`' workload and let the worker's lane for it take them."""
     dispatch_all(settings)
+    lane = worker.lane(settings.name)
     for _ in range(rounds):
-        if not worker.store.queue_depth():
+        if not lane.store.queue_depth():
             return
-        worker.poll()
+        lane.poll()
 
 
 def next_in(sql, table: str, key: str) -> dict:
