@@ -182,16 +182,15 @@ class Run:
         workers = self.store.live_workers()
         buckets = [0] * (len(SECONDS_BUCKETS) + 1)
         for worker in workers:
-            counts = worker.get("lateness_buckets") or []
-            if len(counts) == len(buckets):
-                buckets = [a + int(b) for a, b in zip(buckets, counts, strict=True)]
+            if len(worker.lateness_buckets) == len(buckets):
+                buckets = [a + b for a, b in zip(buckets, worker.lateness_buckets, strict=True)]
         return {
-            "takes": [int(w["take"]) for w in workers if "take" in w],  # recheck: ids per take now
-            "checked": sum(int(w.get("checked", 0)) for w in workers),
-            "duplicates": sum(int(w.get("stale", 0)) for w in workers),
-            "conflicts": sum(int(w.get("conflicts", 0)) for w in workers),
+            "takes": [w.take for w in workers if w.take],  # recheck: ids per take now
+            "checked": sum(w.checked for w in workers),
+            "duplicates": sum(w.stale for w in workers),
+            "conflicts": sum(w.conflicts for w in workers),
             "buckets": buckets,
-            "lateness_max": max((float(w.get("lateness_max", 0)) for w in workers), default=0.0),
+            "lateness_max": max((w.lateness_max for w in workers), default=0.0),
         }
 
     def sample(self, started: float) -> dict:

@@ -35,8 +35,9 @@ import pymysql
 
 from recheck.commands.launch import launch
 from recheck.shared.config import Workload
+from recheck.shared.core.entries import Item, make_entry
+from recheck.shared.core.records import WorkerBeat
 from recheck.shared.mysql.db import RETRYABLE, Database
-from recheck.shared.mysql.entries import Item, make_entry
 from recheck.shared.mysql.sql import Queries
 from recheck.shared.process.loop import Service
 from recheck.shared.process.metrics import RecentMax, worker_metrics
@@ -95,16 +96,17 @@ class StrategyWorker(Service):
         c = self.counters
         buckets, _ = self.metrics.lateness.snapshot()
         self.presence.publish(
-            {
-                "kind": self.strategy,
-                "checked": c.checked,
-                "failed": c.failed,
-                "stale": c.stale,
-                "rate": round(c.rate(), 1),
-                "lateness_buckets": buckets,
-                "lateness_max": round(self.lateness_max.value(), 4),
-                "conflicts": self.conflicts,
-            }
+            WorkerBeat(
+                **self.presence.identity(),  # type: ignore[arg-type]
+                kind=self.strategy,
+                checked=c.checked,
+                failed=c.failed,
+                stale=c.stale,
+                rate=round(c.rate(), 1),
+                lateness_buckets=buckets,
+                lateness_max=round(self.lateness_max.value(), 4),
+                conflicts=self.conflicts,
+            )
         )
 
     def _heartbeat_loop(self) -> None:

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from recheck.dispatcher.lease import NotLeader
 from recheck.shared.config import Workload
+from recheck.shared.core.entries import MAX_DUE_MS, MIN_DUE_MS
+from recheck.shared.core.keys import KeyKind
 from recheck.shared.mysql.db import Database
-from recheck.shared.mysql.entries import MAX_DUE_MS, MIN_DUE_MS
-from recheck.shared.mysql.keytypes import KeyKind
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.process.metrics import dispatcher_metrics
 from recheck.shared.redis.connection import REDIS_DOWN

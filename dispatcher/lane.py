@@ -16,6 +16,7 @@ from recheck.dispatcher.lease import Lease, NotLeader
 from recheck.dispatcher.monitor import Monitor
 from recheck.dispatcher.reconciler import OrphanCollector, Reclaimer, Sweeper
 from recheck.shared.config import Workload
+from recheck.shared.core.records import DispatcherBeat
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.schema import require_table
 from recheck.shared.process.loop import Service
@@ -133,12 +134,13 @@ class DispatchLane:
         held = self.lease.held
         self.metrics.leader.set(1 if held else 0)
         self.presence.publish(
-            {
-                "role": "leader" if held else "standby",
-                "workload": self.name,
-                "dispatched": self.dispatched(),
-                "pages": self.dispatcher.pages,
-            }
+            DispatcherBeat(
+                **self.presence.identity(),  # type: ignore[arg-type]
+                role="leader" if held else "standby",
+                workload=self.name,
+                dispatched=self.dispatched(),
+                pages=self.dispatcher.pages,
+            )
         )
 
     def dispatched(self) -> int:

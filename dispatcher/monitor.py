@@ -10,6 +10,7 @@ import threading
 from collections import deque
 
 from recheck.shared.config import Workload
+from recheck.shared.core.records import StatusFacts
 from recheck.shared.mysql.db import Database
 from recheck.shared.redis.store import Store
 from recheck.shared.views.status import Sampler
@@ -25,48 +26,54 @@ class Monitor:
         self.db = db
         self.metrics = metrics
         self.history: deque[dict] = deque(maxlen=HISTORY_SECONDS)
-        self.latest: dict | None = None
+        self.latest: StatusFacts | None = None
         self._lock = threading.Lock()
         metrics.interval.set(workload.interval)  # until a sample has read the rows' own (interval column)
         metrics.failing_threshold.set(workload.failing_threshold)
 
-    def run_once(self) -> dict:
+    def run_once(self) -> StatusFacts:
         facts = self.sampler.sample()
         self._export(facts)
         point = {
-            key: facts[key]
-            for key in ("checks_per_second", "lateness_p50_s", "lateness_p99_s", "oldest_waiting_s",
-                        "overdue_waiting", "queue_depth", "in_flight", "live_workers")
-        }  # fmt: skip
-        point["t"] = round(facts["sampled_at"], 3)
+            "checks_per_second": facts.checks_per_second,
+            "lateness_p50_s": facts.lateness_p50_s,
+            "lateness_p99_s": facts.lateness_p99_s,
+            "oldest_waiting_s": facts.oldest_waiting_s,
+            "overdue_waiting": facts.overdue_waiting,
+            "queue_depth": facts.queue_depth,
+            "in_flight": facts.in_flight,
+            "live_workers": facts.live_workers,
+            "t": round(facts.sampled_at or 0.0, 3),
+        }
         with self._lock:
             self.latest = facts
             self.history.append(point)
         return facts
 
     def snapshot(self) -> dict:
+        """The latest sample and the history, as the dashboard's page reads them (JSON)."""
         with self._lock:
-            return {"facts": self.latest, "history": list(self.history)}
+            return {"facts": self.latest.as_json() if self.latest else None, "history": list(self.history)}
 
-    def _export(self, facts: dict) -> None:
+    def _export(self, facts: StatusFacts) -> None:
         m = self.metrics
-        if facts["rows"] is not None:
-            m.rows.set(facts["rows"])
-        m.overdue.labels("1s").set(facts["overdue_waiting"])
-        m.overdue.labels("interval").set(facts["overdue_interval"])
-        m.overdue_in_flight.set(facts["overdue_in_flight"])
-        m.oldest.set(facts["oldest_lateness_s"])
-        m.waiting.set(facts["oldest_waiting_s"])
-        m.waiting_intervals.set(facts["waiting_intervals"])
-        m.past_timeout.set(facts["checks_past_timeout"])
-        if facts["interval_range_s"]:
-            m.interval.set(facts["interval_range_s"][0])
-        m.queue_depth.set(facts["queue_depth"])
-        m.in_flight.set(facts["in_flight"])
-        m.live_workers.set(facts["live_workers"])
-        m.quarantined_rows.set(facts["quarantined"])
-        m.paused_rows.set(facts["paused"])
-        m.limited.set(1 if facts["limited_by"] else 0)
-        m.rate_limit.set(facts["rate_limit"])
-        if facts["failing_rows"] is not None:
-            m.failing_rows.set(facts["failing_rows"])
+        if facts.rows is not None:
+            m.rows.set(facts.rows)
+        m.overdue.labels("1s").set(facts.overdue_waiting)
+        m.overdue.labels("interval").set(facts.overdue_interval)
+        m.overdue_in_flight.set(facts.overdue_in_flight)
+        m.oldest.set(facts.oldest_lateness_s)
+        m.waiting.set(facts.oldest_waiting_s)
+        m.waiting_intervals.set(facts.waiting_intervals)
+        m.past_timeout.set(facts.checks_past_timeout)
+        if facts.interval_range_s:
+            m.interval.set(facts.interval_range_s[0])
+        m.queue_depth.set(facts.queue_depth)
+        m.in_flight.set(facts.in_flight)
+        m.live_workers.set(facts.live_workers)
+        m.quarantined_rows.set(facts.quarantined)
+        m.paused_rows.set(facts.paused)
+        m.limited.set(1 if facts.limited_by else 0)
+        m.rate_limit.set(facts.rate_limit)
+        if facts.failing_rows is not None:
+            m.failing_rows.set(facts.failing_rows)

@@ -16,9 +16,9 @@ import logging
 
 from recheck.dispatcher.dispatcher import END, START, DuePusher
 from recheck.shared.config import Workload
+from recheck.shared.core.entries import datetime_to_ms, entry_key
+from recheck.shared.core.keys import KeyKind
 from recheck.shared.mysql.db import Database
-from recheck.shared.mysql.entries import datetime_to_ms
-from recheck.shared.mysql.keytypes import KeyKind
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.process.metrics import dispatcher_metrics
 from recheck.shared.redis.store import Store
@@ -84,7 +84,7 @@ class Reclaimer(Job):
             self.rows.quarantine([(keys.ref(item), item.due_ms) for item in items], reason)
             shown = ", ".join(str(keys.show(item.id)) for item in items)
             log.error("%squarantined ids %s: %s", self.workload.log_prefix, shown, reason)
-        ids = [item.entry.split(b":", 1)[0] for item in items] + [m.split(b":", 1)[0] for m in malformed]
+        ids = [entry_key(item.entry) for item in items] + [entry_key(m) for m in malformed]
         self.store.forget_quarantined(partition, ids, list(pending.keys()), len(items))
         dispatcher_metrics(self.workload.name).quarantined.inc(len(items))
         return len(items)

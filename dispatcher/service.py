@@ -112,7 +112,7 @@ class DispatcherService(Service):
     def share(self) -> tuple[int, int]:
         """(live dispatchers, how many workloads each should lead). Every dispatcher serves every
         workload and registers in each one's registry: the live ones are those any registry has."""
-        live = {d.get("id") for lane in self.lanes for d in lane.store.live_dispatchers()}
+        live = {d.id for lane in self.lanes for d in lane.store.live_dispatchers()}
         return max(1, len(live)), math.ceil(len(self.lanes) / max(1, len(live)))
 
     def take_free_leases(self) -> None:

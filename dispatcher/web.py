@@ -32,6 +32,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from recheck.dispatcher.monitor import Monitor
 from recheck.shared.actions import ACTIONS, Actions
+from recheck.shared.core.records import StatusFacts
 from recheck.shared.mysql.db import Database, DatabaseDown
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.mysql.schema import describe_table
@@ -84,7 +85,7 @@ class Dashboard:
         snapshot["workload"] = monitor.workload
         snapshot["actions"] = bool(self.token)
         snapshot["workloads"] = [
-            {"name": name, "title": other.title, **summary(other.snapshot()["facts"])}
+            {"name": name, "title": other.title, **summary(other.latest)}
             for name, other in self.monitors.items()
         ]
         return snapshot
@@ -220,11 +221,11 @@ class BoundedServer(ThreadingHTTPServer):
                 del self.peers[peer]
 
 
-def summary(facts: dict | None) -> dict:
+def summary(facts: StatusFacts | None) -> dict:
     """What the workload picker shows of a workload: its state and headline."""
-    if not facts:
+    if facts is None:
         return {"state": "unknown", "headline": "waiting for the first sample"}
-    state = "fresh" if facts["fresh"] else "overdue" if facts["overdue_waiting"] else "failing"
+    state = "fresh" if facts.fresh else "overdue" if facts.overdue_waiting else "failing"
     return {"state": state, "headline": headline(facts)}
 
 

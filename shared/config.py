@@ -303,7 +303,7 @@ class WorkloadFields(BaseModel):
     jitter: Annotated[float, Field(ge=0, le=0.5)] = 0.05
 
     # Its share of a worker's time, and the sets of Redis keys (each its own hash tag: its own
-    # Redis Cluster slot) its ids are spread over by a hash of the id (redis/partitions.py).
+    # Redis Cluster slot) its ids are spread over by a hash of the id (shared/core/partitions.py).
     weight: Annotated[float, Field(gt=0, le=1000)] = 1.0
     partitions: Annotated[int, Field(ge=1, le=1024)] = 1
 
@@ -335,7 +335,7 @@ class WorkloadFields(BaseModel):
     changes: bool = False
     changes_keep: Annotated[int, Field(ge=1_000, le=1_000_000_000)] = 1_000_000
     # A provider's limits, over every worker of the deployment (0 = none): checks started per
-    # second, and checks running at once (workers/limits.py explains how they are kept).
+    # second, and checks running at once (shared/core/limits.py and shared/redis/lua/pop.lua keep them).
     rate_limit: Annotated[float, Field(ge=0, le=10_000_000)] = 0.0
     max_in_flight: Annotated[int, Field(ge=0, le=1_000_000)] = 0
 

@@ -16,7 +16,7 @@ import concurrent.futures
 import logging
 import time
 
-from recheck.shared.mysql.entries import Item
+from recheck.shared.core.entries import Item
 from recheck.workers.batchsize import TakeSizer, slices
 from recheck.workers.checks import CheckShapeError, Outcome, batch_outcomes, describe_error
 from recheck.workers.intake import split
@@ -125,6 +125,11 @@ class BatchLoop(CheckLoop):
                 "check %s: %s; the batch's %d rows are recorded as failed", self.check_name, reason, len(ids)
             )
             return [Outcome(False, f"CheckShapeError: {reason}")] * len(ids)
+
+    @property
+    def abandoned(self) -> int:
+        """Checks abandoned past their timeout so far (their threads may still run)."""
+        return self._hung
 
     def still_running(self) -> int:
         """Rows of abandoned calls whose threads still run (max_in_flight counts them: they may

@@ -3,7 +3,7 @@
 Everything taken lands in the worker's processing set in Redis first (one pop.lua call per
 batch), so that what a worker holds is known even if it dies. Nothing read from Redis is ever
 evaluated: entries are parsed by the key kind's strict rules (digits, or hex for text and binary
-keys: shared/mysql/keytypes.py), anything else is set aside as malformed.
+keys: shared/core/keys.py), anything else is set aside as malformed.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from recheck.shared.mysql.entries import Item
-from recheck.shared.mysql.keytypes import KeyKind
+from recheck.shared.core.entries import Item
+from recheck.shared.core.keys import KeyKind
 from recheck.shared.redis.connection import REDIS_DOWN
 from recheck.shared.redis.store import ROOM_WAIT, Store
 

@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 
 from recheck.shared.config import Workload
+from recheck.shared.core.failures import FailureWatch
+from recheck.shared.core.records import WorkerBeat
 from recheck.shared.mysql.db import last_write as mysql_wrote
 from recheck.shared.mysql.schema import require_table
 from recheck.shared.outage import MAX_BACKOFF
@@ -21,7 +23,6 @@ from recheck.shared.process.loop import Service
 from recheck.shared.process.metrics import worker_metrics
 from recheck.shared.process.presence import Presence
 from recheck.shared.redis.store import Counts
-from recheck.shared.views.failing import FailureWatch
 from recheck.workers.batchloop import BatchLoop
 from recheck.workers.checks import check_kind, load_check
 from recheck.workers.intake import Intake
@@ -100,32 +101,26 @@ class Lane:
         lateness, _ = self.metrics.lateness.snapshot()
         recent = self.failures.observe(c.checked, c.failed, self.completer.last_error)
         self.presence.publish(
-            {
-                "kind": self.kind,
-                "workload": self.name,
-                "checked": c.checked,
-                "failed": c.failed,
-                "stale": c.stale,
-                "rate": round(c.rate(), 1),
-                "take": self.batch.sizer.size if self.batch is not None else self.workload.worker_batch,
-                "lateness_buckets": lateness,  # counts per SECONDS_BUCKETS bucket since start
-                "lateness_max": round(self.completer.lateness_max.value(), 4),  # in the last 2 s
-                # Due times of the due rows this worker is checking: `status` tells such rows (in
-                # flight) from overdue rows waiting for a worker.
-                "overdue_in_hand": self.overdue_in_hand(),
-                "abandoned": self.batch._hung if self.batch is not None else self.rows.hung,
-                "recent_checked": recent.checked,  # the last minute's, for "checks failing"
-                "recent_failed": recent.failed,
-                "last_error": self.completer.last_error,
-                # Seconds this worker's MySQL has worked since its last outage (0: down now), and
-                # since a write of this worker last succeeded there (it probes while idle or
-                # waiting for a write slot): answering is not the same as taking writes.
-                "mysql_up_for": round(self.life.mysql_outage.up_for(), 1),
-                "mysql_wrote_ago": round(time.monotonic() - mysql_wrote(self.db.server), 2),
-                # "rate" or "in_flight": the workload's limits held takes back lately (status
-                # says "rate-limited", not "workers are behind").
-                "limited": self.intake.limited_by(),
-            }
+            WorkerBeat(
+                **self.presence.identity(),  # type: ignore[arg-type]
+                kind=self.kind,
+                workload=self.name,
+                checked=c.checked,
+                failed=c.failed,
+                stale=c.stale,
+                rate=round(c.rate(), 1),
+                take=self.batch.sizer.size if self.batch is not None else self.workload.worker_batch,
+                lateness_buckets=lateness,  # counts per SECONDS_BUCKETS bucket since start
+                lateness_max=round(self.completer.lateness_max.value(), 4),  # in the last 2 s
+                overdue_in_hand=self.overdue_in_hand(),
+                abandoned=self.batch.abandoned if self.batch is not None else self.rows.hung,
+                recent_checked=recent.checked,
+                recent_failed=recent.failed,
+                last_error=self.completer.last_error,
+                mysql_up_for=round(self.life.mysql_outage.up_for(), 1),
+                mysql_wrote_ago=round(time.monotonic() - mysql_wrote(self.db.server), 2),
+                limited=self.intake.limited_by(),
+            )
         )
 
     def overdue_in_hand(self) -> list[int]:
@@ -144,11 +139,11 @@ class Lane:
         write's own next try lands first."""
         s = self.workload
         me, settled = self.presence.member, MAX_BACKOFF + 2 * s.deployment.heartbeat_interval
-        others = [w for w in self.store.live_workers() if w.get("id") != me]
+        others = [w for w in self.store.live_workers() if w.id != me]
         return any(
-            float(w.get("mysql_up_for") or 0) > settled
+            w.mysql_up_for > settled
             # a heartbeat is up to one interval old: its figure plus that must still be inside
-            and float(w.get("mysql_wrote_ago", stuck_for)) + s.deployment.heartbeat_interval < stuck_for
+            and w.mysql_wrote_ago + s.deployment.heartbeat_interval < stuck_for
             for w in others
         )
 

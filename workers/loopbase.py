@@ -6,9 +6,9 @@ import time
 from collections.abc import Callable
 
 from recheck.shared.config import Workload
+from recheck.shared.core.entries import Item
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.db import last_success as mysql_seen
-from recheck.shared.mysql.entries import Item
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.process.loop import Service
 from recheck.shared.process.metrics import WorkerMetrics

@@ -18,7 +18,7 @@ import inspect
 import logging
 import time
 
-from recheck.shared.mysql.entries import Item
+from recheck.shared.core.entries import Item
 from recheck.workers.checks import Outcome, describe_error, outcome_of
 from recheck.workers.intake import split
 from recheck.workers.loopbase import HUNG_CHECKS_LIMIT, IDLE_PROBE_EVERY, CheckLoop

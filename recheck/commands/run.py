@@ -152,29 +152,27 @@ class Runner:
         every = [(w, gather(w, db, store, count_rows=False, sampled=True)) for w, db, store in watched]
         if elapsed > max(w.interval for w in self.workloads) + 5:  # after warm-up
             for _, facts in every:
-                self.worst_lateness = max(self.worst_lateness, facts["oldest_lateness_s"])
-                self.worst_overdue = max(self.worst_overdue, facts["overdue_waiting"])
+                self.worst_lateness = max(self.worst_lateness, facts.oldest_lateness_s)
+                self.worst_overdue = max(self.worst_overdue, facts.overdue_waiting)
         parts = []
         for workload, facts in every:
-            overdue = capped(facts["overdue_waiting"], facts)
+            overdue = capped(facts.overdue_waiting, facts)
             failing = ""
-            if facts["checks_failing"]:
-                failing = (
-                    f" | CHECKS FAILING ({facts['recent_failed']:,} of {facts['recent_checks']:,} in 1 min)"
-                )
+            if facts.checks_failing:
+                failing = f" | CHECKS FAILING ({facts.recent_failed:,} of {facts.recent_checks:,} in 1 min)"
             if len(every) == 1:
                 parts.append(
-                    f"{facts['checks_per_second']:>9,.0f} checks/s"
-                    f" | queue {facts['queue_depth']:>7,} | in flight {facts['in_flight']:>7,}"
-                    f" | overdue>1s {overdue:>7} | oldest {facts['oldest_lateness_s']:5.2f}s{failing}"
+                    f"{facts.checks_per_second:>9,.0f} checks/s"
+                    f" | queue {facts.queue_depth:>7,} | in flight {facts.in_flight:>7,}"
+                    f" | overdue>1s {overdue:>7} | oldest {facts.oldest_lateness_s:5.2f}s{failing}"
                 )
             else:
-                rate, queue = facts["checks_per_second"], facts["queue_depth"]
+                rate, queue = facts.checks_per_second, facts.queue_depth
                 parts.append(
                     f"{workload.name}: {rate:,.0f}/s, queue {queue:,}, "
-                    f"overdue>1s {overdue}, oldest {facts['oldest_lateness_s']:.2f}s{failing}"
+                    f"overdue>1s {overdue}, oldest {facts.oldest_lateness_s:.2f}s{failing}"
                 )
-        workers = max(facts["live_workers"] for _, facts in every)
+        workers = max(facts.live_workers for _, facts in every)
         return f"[{elapsed:6.1f}s] " + " | ".join(parts) + f" | workers {workers}"
 
     def run(self) -> int:
@@ -184,7 +182,7 @@ class Runner:
         for workload, db, store in watched:  # counters are cumulative in Redis: report this run's share
             try:
                 facts = gather(workload, db, store, count_rows=False, sampled=True)
-                self.counters_at_start[workload.name] = facts["counters"]
+                self.counters_at_start[workload.name] = facts.counters
             except (DatabaseDown, *REDIS_DOWN):
                 self.counters_at_start[workload.name] = {}
         started = time.monotonic()
@@ -256,23 +254,23 @@ class Runner:
             self.out.write(f"{named}summary unavailable: {error}\n")
             return False
         at_start = self.counters_at_start.get(workload.name, {})
-        counters = {k: v - at_start.get(k, 0) for k, v in facts["counters"].items()}
+        counters = {k: v - at_start.get(k, 0) for k, v in facts.counters.items()}
         lines = [
             f"{named}ran {elapsed:.0f} s: {counters.get('checked', 0):,} checks written, "
             f"{counters.get('failed', 0):,} failed, {counters.get('stale', 0):,} fenced out as stale",
-            f"rows {facts['rows']:,}; not attempted in the last {age:g} s: {stale:,}; "
-            f"failing now: {facts['failing_rows']:,}",
+            f"rows {facts.rows:,}; not attempted in the last {age:g} s: {stale:,}; "
+            f"failing now: {facts.failing_rows:,}",
             f"now: {verdict(facts)}",
         ]
         if counters.get("failed", 0) > counters.get("checked", 0):
             lines.append("warning: more checks failed than succeeded; see the workers' logs for the errors")
         self.out.write("\n".join(lines) + "\n")
-        return facts["fresh"]
+        return facts.fresh
 
     def stale_age_s(self, facts: dict) -> float:
         """A row is stale if its last attempt (checked_at: a success or a failure) is older than
         one interval, the longest of any row's with an interval column, plus 1 s of lateness."""
-        _, longest = facts.get("interval_range_s") or (facts["interval_s"], facts["interval_s"])
+        _, longest = facts.interval_range_s or (facts.interval_s, facts.interval_s)
         return round(longest + 1.0, 3)
 
     def stop_children(self) -> list[tuple[str, int]]:

@@ -34,11 +34,11 @@ def number(value) -> str:
 
 
 def view(facts: dict, workload: str | None = None) -> Group:
-    fresh = facts["fresh"]
+    fresh = facts.fresh
     named = f"{workload} · " if workload else ""
     head = Panel(
         Text(f"{headline(facts)}\n", style="bold") + Text(verdict(facts)),
-        title=f"recheck · {named}{facts['table']} {rhythm(facts)}",
+        title=f"recheck · {named}{facts.table} {rhythm(facts)}",
         border_style="green" if fresh else "red",
     )
     figures = Table.grid(padding=(0, 3))
@@ -46,37 +46,37 @@ def view(facts: dict, workload: str | None = None) -> Group:
         figures.add_column(justify="right")
         figures.add_column()
     figures.add_row(
-        number(facts["checks_per_second"]), "checks/s",
-        seconds(facts["lateness_p99_s"]), "lateness p99",
-        seconds(facts["oldest_waiting_s"]), "oldest waiting",
-        number(facts["overdue_interval"]), "overdue > own interval",
+        number(facts.checks_per_second), "checks/s",
+        seconds(facts.lateness_p99_s), "lateness p99",
+        seconds(facts.oldest_waiting_s), "oldest waiting",
+        number(facts.overdue_interval), "overdue > own interval",
     )  # fmt: skip
     figures.add_row(
-        number(facts["queue_depth"]), "queue depth",
-        number(facts["in_flight"]), "in flight",
-        f"{facts['live_workers']}", "live workers",
-        number(facts["overdue_in_flight"]), "past due, being checked",
+        number(facts.queue_depth), "queue depth",
+        number(facts.in_flight), "in flight",
+        f"{facts.live_workers}", "live workers",
+        number(facts.overdue_in_flight), "past due, being checked",
     )  # fmt: skip
     figures.add_row(
-        number(facts["failing_rows"]), "failing rows",
-        number(facts["recent_checks"]), "checks last min",
-        number(facts["recent_failed"]), "failed last min",
-        number(facts["quarantined"]), "quarantined",
+        number(facts.failing_rows), "failing rows",
+        number(facts.recent_checks), "checks last min",
+        number(facts.recent_failed), "failed last min",
+        number(facts.quarantined), "quarantined",
     )  # fmt: skip
-    figures.add_row("", "", "", "", "", "", number(facts["paused"]), "paused")
+    figures.add_row("", "", "", "", "", "", number(facts.paused), "paused")
     workers = Table("worker", "checks/s", "checked", "failed", "stale", box=None, header_style="dim")
-    for worker in facts["workers"]:
+    for worker in facts.workers:
         workers.add_row(
-            str(worker.get("id", "?")),
-            number(worker.get("rate", 0)),
-            number(worker.get("checked", 0)),
-            number(worker.get("failed", 0)),
-            number(worker.get("stale", 0)),
+            worker.id,
+            number(worker.rate),
+            number(worker.checked),
+            number(worker.failed),
+            number(worker.stale),
         )
     parts = [head, figures, Text(""), workers]
-    problems = [f"quarantined {q['id']}: {q['reason']}" for q in facts["quarantined_ids"][:5]]
-    problems += [f"{g['count']:,}x in the last hour: {g['error']} (e.g. {', '.join(g['examples'][:3])})"
-                 for g in facts["errors"][:5]]  # fmt: skip
+    problems = [f"quarantined {q['id']}: {q['reason']}" for q in facts.quarantined_ids[:5]]
+    problems += [f"{g.count:,}x in the last hour: {g.error} (e.g. {', '.join(g.examples[:3])})"
+                 for g in facts.errors[:5]]  # fmt: skip
     if problems:
         parts += [Text(""), Text("\n".join(problems), style="yellow")]
     return Group(*parts)
@@ -109,9 +109,10 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         return watch(workloads)
     client = connect_redis(deployment_of(workloads))
     every = {w.name: gather(w, Database(w), open_store(client, w)) for w in workloads}
-    fresh = all(facts["fresh"] for facts in every.values())
+    fresh = all(facts.fresh for facts in every.values())
     if args.json:  # one shape whatever the number of workloads: each under its name
-        print(json.dumps({"fresh": fresh, "workloads": every}, indent=2))
+        shown = {name: facts.as_json() for name, facts in every.items()}
+        print(json.dumps({"fresh": fresh, "workloads": shown}, indent=2))
     else:
         named = len(every) > 1
         print("\n\n".join(render(facts, workload=name if named else None) for name, facts in every.items()))

@@ -18,9 +18,9 @@ from datetime import datetime, timedelta
 import pymysql
 
 from recheck.shared.config import Workload
+from recheck.shared.core.keys import KeyKind
+from recheck.shared.mysql.batches import batch_json, sql_datetime
 from recheck.shared.mysql.db import LOCKED_NOWAIT, Database, error_code
-from recheck.shared.mysql.entries import batch_json, sql_datetime
-from recheck.shared.mysql.keytypes import KeyKind
 from recheck.shared.mysql.schema import Table, describe_table
 from recheck.shared.mysql.sql import Queries, interval_params
 

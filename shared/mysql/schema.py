@@ -11,9 +11,9 @@ import difflib
 from dataclasses import dataclass, field
 
 from recheck.shared.config import ConfigError, Workload
+from recheck.shared.core.keys import MAX_KEY_BYTES, MAX_KEY_CHARS, BinaryKeys, IntKeys, KeyKind, TextKeys
 from recheck.shared.errors import RecheckError
 from recheck.shared.mysql.db import Database
-from recheck.shared.mysql.keytypes import MAX_KEY_BYTES, MAX_KEY_CHARS, BinaryKeys, IntKeys, KeyKind, TextKeys
 from recheck.shared.mysql.sql import Queries, due_default, quote
 
 INTEGER_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}

@@ -11,7 +11,7 @@ from functools import cache
 from importlib import resources
 
 from recheck.shared.config import Workload
-from recheck.shared.mysql.keytypes import INT_KEYS, KeyKind
+from recheck.shared.core.keys import INT_KEYS, KeyKind
 
 _NAME_LINE = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
@@ -109,7 +109,7 @@ def due_default(workload: Workload) -> str:
 class Queries:
     """Every statement of a package, ready to execute: ``Queries(workload).due_page``.
 
-    keys: the id column's kind (keytypes.py), for the statements that carry keys."""
+    keys: the id column's kind (shared/core/keys.py), for the statements that carry keys."""
 
     def __init__(
         self, workload: Workload, package: str = "recheck.shared.mysql", keys: KeyKind | None = None

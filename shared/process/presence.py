@@ -11,6 +11,7 @@ import secrets
 import socket
 import time
 
+from recheck.shared.core.records import DispatcherBeat, WorkerBeat
 from recheck.shared.redis.store import Store
 
 
@@ -34,15 +35,17 @@ class Presence:
         """The heartbeat key (of the first partition, when the workload has several)."""
         return self.store.presence_keys(self.role, self.member)[0]
 
-    def publish(self, facts: dict) -> None:
-        payload = {
+    def identity(self) -> dict[str, str | int | float]:
+        """The fields every heartbeat starts with: who beats (WorkerBeat, DispatcherBeat)."""
+        return {
             "id": self.member,
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "started": round(self.started, 3),
-            **facts,
         }
-        self.registered = self.store.publish_heartbeat(self.role, self.member, payload, self.ttl_ms)
+
+    def publish(self, beat: WorkerBeat | DispatcherBeat) -> None:
+        self.registered = self.store.publish_heartbeat(self.role, self.member, beat, self.ttl_ms)
 
     def withdraw(self) -> None:
         self.store.withdraw_heartbeat(self.role, self.member)

@@ -4,7 +4,7 @@ All keys of one workload share one hash tag, so they land in the same Redis Clus
 the Lua scripts (which touch several keys at once) also run on a cluster: ``{prefix}`` for the
 `default` workload (the keys of a deployment without a workloads file, as before workloads
 existed), ``{prefix:NAME}`` for any other, so workloads spread over a cluster's slots. A
-workload with several partitions (shared/partitions.py) has one such set of keys per partition,
+workload with several partitions (shared/core/partitions.py) has one such set of keys per partition,
 tagged ``{prefix/pN}`` or ``{prefix:NAME/pN}`` ('/' cannot occur in a workload name), so one
 table's work spreads over a cluster's masters too. Partition N of K gets a hash tag whose slot
 lies in the N-th K-th of the 16,384 slots (``{prefix/pN.J}`` with the first J that does): a

@@ -6,7 +6,7 @@ what they do. A workload is always K >= 1 partitions (keys.py: each its own set 
 one hash tag, so every script runs on one Redis Cluster node), and every operation is written
 once, over them:
 
-- pushes and acknowledgements go by the id in each entry (partitions.py), one script call per
+- pushes and acknowledgements go by the id in each entry (shared/core/partitions.py), one script call per
   partition touched (a page of 2,000 ids is split, never sent id by id; with K = 1 the split is
   the list itself);
 - takes visit the partitions in turn, starting one further each time, so no partition is
@@ -34,14 +34,18 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 from importlib import resources
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import redis
 
 from recheck.shared.config import Workload
+from recheck.shared.core.entries import make_entry_text
+from recheck.shared.core.limits import NO_LIMIT, PartLimit, partition_limits
+from recheck.shared.core.partitions import partition_of, rotation, split_by_partition
+from recheck.shared.core.records import DispatcherBeat, WorkerBeat
 from recheck.shared.redis.keys import Keys
-from recheck.shared.redis.limits import NO_LIMIT, PartLimit, partition_limits
-from recheck.shared.redis.partitions import partition_of, rotation, split_by_partition
+
+B = TypeVar("B", WorkerBeat, DispatcherBeat)
 
 DIED_ALONE = 1 << 20  # reclaims count: deaths + DIED_ALONE * deaths alone (reclaim.lua)
 SCRIPT_NAMES = ("dispatch", "pop", "ack", "reclaim", "orphans", "lease", "errors", "writeslot")
@@ -464,7 +468,7 @@ class Store:
                  "queue_position": None, "suspect_group": False, "worker": None}  # fmt: skip
         if due is None:
             return found
-        entry = key + b":" + due
+        entry = make_entry_text(key, due)
         position = self.client.lpos(k.queue, entry)
         if position is not None:
             found["queue_position"] = int(position) + 1
@@ -490,10 +494,12 @@ class Store:
             return k.heartbeat(member), k.workers
         return k.dispatcher_heartbeat(member), k.dispatchers
 
-    def publish_heartbeat(self, role: str, member: str, payload: dict, ttl_ms: int) -> int:
+    def publish_heartbeat(
+        self, role: str, member: str, beat: WorkerBeat | DispatcherBeat, ttl_ms: int
+    ) -> int:
         """Refresh the member's heartbeat in every partition (each partition's reclaimer reads its
         own keys); returns how many members the first partition's registry now holds."""
-        raw = json.dumps(payload)
+        raw = json.dumps(beat.as_json())
         pipe = self.client.pipeline(transaction=self.count == 1)
         for k in self.partitions:
             key, registry = self._presence_keys(k, role, member)
@@ -512,8 +518,9 @@ class Store:
                 pipe.hdel(k.running, member)  # its checks have ended (max_in_flight)
         pipe.execute()
 
-    def _live(self, registry: str, key_of: Callable[[str], str]) -> list[dict]:
-        """Parsed heartbeat payloads of the members of `registry` whose heartbeat key is alive."""
+    def _live(self, registry: str, key_of: Callable[[str], str], record: type[B]) -> list[B]:
+        """The heartbeats of the members of `registry` whose heartbeat key is alive (one we cannot
+        read still counts as alive, with every field's default but its id)."""
         members = sorted(m.decode() for m in self.client.smembers(registry))
         if not members:
             return []
@@ -525,17 +532,15 @@ class Store:
                 payload = json.loads(raw)
             except ValueError:
                 payload = None
-            if not isinstance(payload, dict):
-                payload = {}  # a heartbeat we cannot read still counts as alive
-            payload.setdefault("id", member)
-            alive.append(payload)
+            beat = record.from_json(payload)
+            alive.append(beat if beat.id != "?" else record.from_json(payload, id=member))
         return alive
 
-    def live_workers(self) -> list[dict]:
-        return self._live(self.keys.workers, self.keys.heartbeat)
+    def live_workers(self) -> list[WorkerBeat]:
+        return self._live(self.keys.workers, self.keys.heartbeat, WorkerBeat)
 
-    def live_dispatchers(self) -> list[dict]:
-        return self._live(self.keys.dispatchers, self.keys.dispatcher_heartbeat)
+    def live_dispatchers(self) -> list[DispatcherBeat]:
+        return self._live(self.keys.dispatchers, self.keys.dispatcher_heartbeat, DispatcherBeat)
 
     def shared_sample(self) -> dict | None:
         """The freshness sample another process took less than its TTL ago, if any."""

@@ -13,9 +13,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from recheck.shared.config import DEFAULT_WORKLOAD, Workload
+from recheck.shared.core.entries import ms_to_datetime
+from recheck.shared.core.keys import KeyKind
 from recheck.shared.mysql.db import Database
-from recheck.shared.mysql.entries import ms_to_datetime
-from recheck.shared.mysql.keytypes import KeyKind
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.redis.store import Store
 from recheck.shared.views.status import shown_key

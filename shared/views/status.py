@@ -1,7 +1,7 @@
 """`recheck status`: is every row fresh, and if not, why? Facts from MySQL and Redis.
 
 Fresh means no row overdue by more than 1 s AND checks not failing (a failed check is not a
-fresh row: see views/failing.py). Every figure sampled again and again is read through the
+fresh row: see shared/core/failures.py). Every figure sampled again and again is read through the
 (due, id) index and capped, or from the workers' heartbeats, so sampling stays cheap on a table
 of millions of rows with a large backlog; the count of failing rows is a capped scan, taken by
 one-shot `recheck status` and at most every few seconds by a Sampler.
@@ -15,14 +15,16 @@ shares it in Redis for SHARE_MS, and the others read it instead of asking MySQL 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from recheck.shared.config import Workload, redact_url
+from recheck.shared.core.failures import Recent, failing
+from recheck.shared.core.records import ErrorGroup, Freshness, Overdue, StatusFacts, WorkerBeat
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.redis.store import Store
 from recheck.shared.views.buckets import SECONDS_BUCKETS, quantile
-from recheck.shared.views.failing import Recent, failing
 
 COUNT_CAP = 1_000_000  # one-shot `recheck status`
 SAMPLED_COUNT_CAP = 10_000  # counts taken every second (dashboard, live line, watch): O(cap) each
@@ -40,31 +42,33 @@ def shown_key(key: int | str | bytes) -> str:
     return key.hex() if isinstance(key, bytes | bytearray) else str(key)
 
 
-def freshness(rows: Rows, cap: int) -> dict:
+def freshness(rows: Rows, cap: int) -> Freshness:
     """Due and overdue counts (each exactly min(true count, cap)), the oldest lateness, and the
     oldest overdue rows themselves (OVERDUE_DETAIL at most: due time, lateness, own interval),
     from which split_overdue() tells waiting rows from rows in flight."""
     due_now, overdue_1s, db_epoch = rows.freshness(cap)
-    return {
-        "due_now": due_now,
-        "overdue_1s": overdue_1s,
-        "count_cap": cap,
-        "oldest_lateness_s": rows.oldest_lateness(),
-        "overdue_detail": rows.overdue_rows(OVERDUE_DETAIL) if overdue_1s else [],
-        "db_epoch": db_epoch,  # the database clock, Unix seconds (error groups are stamped on it)
-    }
+    detail = rows.overdue_rows(OVERDUE_DETAIL) if overdue_1s else []
+    return Freshness(
+        due_now=due_now,
+        overdue_1s=overdue_1s,
+        count_cap=cap,
+        oldest_lateness_s=rows.oldest_lateness(),
+        overdue_detail=[[int(due), int(late), int(every)] for due, late, every in detail],
+        db_epoch=db_epoch,
+    )
 
 
-def shared_freshness(rows: Rows, store: Store) -> dict:
+def shared_freshness(rows: Rows, store: Store) -> Freshness:
     """The deployment's latest sample if one is under SHARE_MS old, else a new one, shared."""
-    sample = store.shared_sample()
-    if sample is None or sample.get("count_cap") != SAMPLED_COUNT_CAP or "overdue_detail" not in sample:
+    shared = store.shared_sample()
+    sample = Freshness.from_json(shared) if shared is not None else None
+    if sample is None or sample.count_cap != SAMPLED_COUNT_CAP:
         sample = freshness(rows, SAMPLED_COUNT_CAP)
-        store.share_sample(sample, SHARE_MS)
+        store.share_sample(sample.as_json(), SHARE_MS)
     return sample
 
 
-def split_overdue(overdue_1s: int, detail: list, in_hand: list[int]) -> dict:
+def split_overdue(overdue_1s: int, detail: list[list[int]], in_hand: list[int]) -> Overdue:
     """Overdue rows waiting (for a worker, or for rate-limit tokens) apart from rows in flight
     (a worker is checking them: slow checks inside their timeout are being checked, not late).
 
@@ -85,86 +89,85 @@ def split_overdue(overdue_1s: int, detail: list, in_hand: list[int]) -> dict:
     matched = len(detail) - len(waiting)
     if len(detail) < overdue_1s:  # more overdue rows than the detail shows: those held beyond it too
         matched += min(sum(held.values()), overdue_1s - len(detail))
-    return {
-        "overdue_in_flight": matched,
-        "overdue_waiting": max(overdue_1s - matched, 0),
-        "oldest_waiting_s": round(max((late for late, _ in waiting), default=0) / 1e6, 3),
+    return Overdue(
+        overdue_in_flight=matched,
+        overdue_waiting=max(overdue_1s - matched, 0),
+        oldest_waiting_s=round(max((late for late, _ in waiting), default=0) / 1e6, 3),
         # Lateness in each row's own interval: an interval column's 5 s rows late by 12 s are
         # 2.4 intervals late even if the workload's interval says 60 s.
-        "waiting_intervals": round(max((late / every for late, every in waiting), default=0.0), 3),
-        "overdue_interval": sum(late > every for late, every in waiting),
-    }
+        waiting_intervals=round(max((late / every for late, every in waiting), default=0.0), 3),
+        overdue_interval=sum(late > every for late, every in waiting),
+    )
 
 
 def gather(
     workload: Workload, db: Database, store: Store, *, count_rows: bool = True, sampled: bool = False
-) -> dict:
+) -> StatusFacts:
     """Every fact status shows. count_rows: also the counts that scan the table (rows, failing,
     the range of the rows' intervals). sampled: taken again and again (counts capped at
     SAMPLED_COUNT_CAP, the sample shared)."""
     rows = Rows(workload, db)
     fresh = shared_freshness(rows, store) if sampled else freshness(rows, COUNT_CAP)
-    cap = fresh["count_cap"]
-    facts: dict = {
-        "table": f"{workload.mysql.database}.{workload.table}",
-        "mysql": redact_url(workload.mysql_url),
-        "redis": redact_url(workload.deployment.redis_url),
-        "interval_s": workload.interval,
-        "interval_range_s": rows.interval_range() if count_rows else None,
-        "failing_threshold": workload.failing_threshold,
-        "rows": rows.count() if count_rows else None,
-        **{k: v for k, v in fresh.items() if k != "overdue_detail"},
-        "quarantined": rows.count_quarantined(),
-        "paused": rows.count_paused(),
-    }
-    facts["failing_rows"] = rows.count_failing(cap) if count_rows else None
-    facts["due_ahead_unchecked"] = rows.due_ahead_unchecked(cap) if count_rows else None
-    quarantined = rows.quarantined(limit=20) if facts["quarantined"] else []
-    facts["quarantined_ids"] = [{"id": shown_key(i), "reason": reason} for i, reason in quarantined]
-    overview = store.overview()
+    cap = fresh.count_cap
+    interval_range = rows.interval_range() if count_rows else None
+    quarantined = rows.count_quarantined()
     workers = store.live_workers()
-    dispatchers = store.live_dispatchers()
-    facts.update(
-        {
-            "queue_depth": overview.queue_depth,
-            "suspects": overview.suspects,
-            "in_flight": overview.in_flight,
-            "live_workers": len(workers),
-            "live_dispatchers": len(dispatchers),
-            "leader": overview.leader,
-            "dispatchers": dispatchers,
-            "checks_per_second": round(sum(float(w.get("rate", 0)) for w in workers), 1),
-            "workers": workers,
-            "counters": overview.counters,
-        }
+    overview = store.overview()
+    recent = Recent(sum(w.recent_checked for w in workers), sum(w.recent_failed for w in workers))
+    in_hand = [due for w in workers for due in w.overdue_in_hand]
+    split = split_overdue(fresh.overdue_1s, fresh.overdue_detail, in_hand)
+    facts = StatusFacts(
+        table=f"{workload.mysql.database}.{workload.table}",
+        mysql=redact_url(workload.mysql_url),
+        redis=redact_url(workload.deployment.redis_url),
+        interval_s=workload.interval,
+        interval_range_s=list(interval_range) if interval_range else None,
+        failing_threshold=workload.failing_threshold,
+        rows=rows.count() if count_rows else None,
+        due_now=fresh.due_now,
+        overdue_1s=fresh.overdue_1s,
+        count_cap=cap,
+        oldest_lateness_s=fresh.oldest_lateness_s,
+        db_epoch=fresh.db_epoch,
+        **{f.name: getattr(split, f.name) for f in dataclasses.fields(split)},
+        quarantined=quarantined,
+        paused=rows.count_paused(),
+        failing_rows=rows.count_failing(cap) if count_rows else None,
+        due_ahead_unchecked=rows.due_ahead_unchecked(cap) if count_rows else None,
+        quarantined_ids=[
+            {"id": shown_key(i), "reason": reason}
+            for i, reason in (rows.quarantined(limit=20) if quarantined else [])
+        ],
+        queue_depth=overview.queue_depth,
+        suspects=overview.suspects,
+        in_flight=overview.in_flight,
+        live_workers=len(workers),
+        live_dispatchers=0,
+        leader=overview.leader,
+        checks_per_second=round(sum(w.rate for w in workers), 1),
+        workers=workers,
+        counters=overview.counters,
+        checks_past_timeout=sum(w.abandoned for w in workers),
+        recent_checks=recent.checked + recent.failed,
+        recent_failed=recent.failed,
+        checks_failing=failing(recent, workload.failing_threshold),
+        last_error=next((w.last_error for w in workers if w.last_error), None),
+        errors=error_groups(store, fresh.db_epoch),
+        rate_limit=workload.rate_limit,
+        max_in_flight=workload.max_in_flight,
+        limited_by=limited_by(workers),
     )
-    in_hand = [int(d) for w in workers for d in (w.get("overdue_in_hand") or []) if isinstance(d, int)]
-    facts.update(split_overdue(facts["overdue_1s"], fresh["overdue_detail"], in_hand))
-    facts["checks_past_timeout"] = sum(int(w.get("abandoned") or 0) for w in workers)
-    recent = Recent(
-        sum(int(w.get("recent_checked") or 0) for w in workers),
-        sum(int(w.get("recent_failed") or 0) for w in workers),
-    )
-    facts["recent_checks"] = recent.checked + recent.failed  # the last minute's, all live workers
-    facts["recent_failed"] = recent.failed
-    facts["checks_failing"] = failing(recent, workload.failing_threshold)
-    facts["last_error"] = next((w["last_error"] for w in workers if w.get("last_error")), None)
-    facts["errors"] = error_groups(store, fresh["db_epoch"])
-    facts["fresh"] = facts["overdue_waiting"] == 0 and not facts["checks_failing"]
-    facts.update(limits(workload, workers, facts["rows"]))
+    facts.dispatchers = store.live_dispatchers()
+    facts.live_dispatchers = len(facts.dispatchers)
+    facts.fresh = facts.overdue_waiting == 0 and not facts.checks_failing
+    facts.needed_rate = round(facts.rows / workload.interval, 1) if facts.rows else None
     return facts
 
 
-def limits(workload: Workload, workers: list[dict], rows: int | None) -> dict:
-    """The workload's limits, what holds its workers back now, and the rate its rows need."""
-    held = [str(w.get("limited") or "") for w in workers]
-    return {
-        "rate_limit": workload.rate_limit,
-        "max_in_flight": workload.max_in_flight,
-        # "rate" or "in_flight" when a live worker's takes were held back by the limits lately
-        "limited_by": "rate" if "rate" in held else "in_flight" if "in_flight" in held else "",
-        "needed_rate": round(rows / workload.interval, 1) if rows else None,  # checks/s the table asks
-    }
+def limited_by(workers: list[WorkerBeat]) -> str:
+    """ "rate" or "in_flight" when a live worker's takes were held back by the limits lately."""
+    held = {w.limited for w in workers}
+    return "rate" if "rate" in held else "in_flight" if "in_flight" in held else ""
 
 
 class Sampler:
@@ -182,27 +185,28 @@ class Sampler:
         self._slow_at = -SLOW_EVERY
         self._failing_at = -SLOW_EVERY
         self._rows: int | None = None
-        self._interval_range: tuple[float, float] | None = None
+        self._interval_range: list[float] | None = None
         self._due_ahead: int | None = None
         self._failing_rows: int | None = None
         self._failing: list[dict] = []
         self._previous: tuple[float, int] | None = None  # (time, checked + failed)
         self._worker_buckets: dict[str, list[int]] = {}
 
-    def sample(self) -> dict:
+    def sample(self) -> StatusFacts:
         now = time.monotonic()
         slow = now - self._slow_at >= SLOW_EVERY
         facts = gather(self.workload, self.db, self.store, count_rows=False, sampled=True)
         # The row count is 30 s old at most; paused and quarantined rows are counted every time,
         # so rows inserted since could show more of them than rows: count again then.
-        stale = self._rows is not None and facts["paused"] + facts["quarantined"] > self._rows
+        stale = self._rows is not None and facts.paused + facts.quarantined > self._rows
         if slow or stale:
             self._slow_at = now
             self._rows = self.rows.count()
-            self._interval_range = self.rows.interval_range()  # a scan with an interval column
+            interval_range = self.rows.interval_range()  # a scan with an interval column
+            self._interval_range = list(interval_range) if interval_range else None
             self._due_ahead = self.rows.due_ahead_unchecked(self.cap)
         # Failing rows: a scan, so every 30 s, but every 5 s while checks fail or rows are failing.
-        hurry = facts["recent_failed"] or self._failing
+        hurry = facts.recent_failed or self._failing
         if slow or (hurry and now - self._failing_at >= FAILING_EVERY):
             self._failing_at = now
             self._failing_rows = self.rows.count_failing(self.cap)
@@ -210,40 +214,37 @@ class Sampler:
                 {"id": shown_key(i), "fails": int(n), "error": error}
                 for i, n, error in self.rows.failing(limit=20)
             ]
-        facts["rows"] = self._rows
-        facts["interval_range_s"] = self._interval_range
-        facts["due_ahead_unchecked"] = self._due_ahead
-        facts["failing_rows"] = self._failing_rows
-        facts["failing"] = self._failing
-        facts["checks_per_second"] = self._rate(now, facts["counters"])
-        facts["lateness_p50_s"], facts["lateness_p99_s"] = self._recent_lateness(facts["workers"])
-        facts["sampled_at"] = time.time()
-        for worker in facts["workers"]:
-            worker.pop("lateness_buckets", None)  # consumed above; too bulky to pass on
-            worker.pop("overdue_in_hand", None)
+        facts.rows = self._rows
+        facts.interval_range_s = self._interval_range
+        facts.due_ahead_unchecked = self._due_ahead
+        facts.failing_rows = self._failing_rows
+        facts.failing = self._failing
+        facts.needed_rate = round(facts.rows / self.workload.interval, 1) if facts.rows else None
+        facts.checks_per_second = self._rate(now, facts.counters)
+        facts.lateness_p50_s, facts.lateness_p99_s = self._recent_lateness(facts.workers)
+        facts.sampled_at = time.time()
         return facts
 
-    def _rate(self, now: float, counters: dict) -> float:
+    def _rate(self, now: float, counters: dict[str, int]) -> float:
         done = counters.get("checked", 0) + counters.get("failed", 0)
         previous, self._previous = self._previous, (now, done)
         if previous is None or now <= previous[0] or done < previous[1]:  # first sample, or Redis lost data
             return 0.0
         return round((done - previous[1]) / (now - previous[0]), 1)
 
-    def _recent_lateness(self, workers: list[dict]) -> tuple[float | None, float | None]:
+    def _recent_lateness(self, workers: list[WorkerBeat]) -> tuple[float | None, float | None]:
         """p50 and p99 of rows written since the previous sample, all workers together."""
         delta = [0] * (len(SECONDS_BUCKETS) + 1)
         seen = {}
         for worker in workers:
-            buckets = worker.get("lateness_buckets")
-            if not isinstance(buckets, list) or len(buckets) != len(delta):
+            buckets = worker.lateness_buckets
+            if len(buckets) != len(delta):
                 continue
-            worker_id = str(worker.get("id"))
-            previous = self._worker_buckets.get(worker_id)
+            previous = self._worker_buckets.get(worker.id)
             if previous is not None:
                 for i, (now_n, then_n) in enumerate(zip(buckets, previous, strict=True)):
-                    delta[i] += max(int(now_n) - int(then_n), 0)
-            seen[worker_id] = buckets
+                    delta[i] += max(now_n - then_n, 0)
+            seen[worker.id] = buckets
         self._worker_buckets = seen
         return quantile(delta, SECONDS_BUCKETS, 0.5), quantile(delta, SECONDS_BUCKETS, 0.99)
 
@@ -252,113 +253,114 @@ ERRORS_SHOWN = 10
 ERRORS_RECENT_S = 3600.0  # groups seen in the last hour are shown
 
 
-def error_groups(store: Store, now: float) -> list[dict]:
+def error_groups(store: Store, now: float) -> list[ErrorGroup]:
     """Failures of the last hour grouped by their (normalised) error: the ERRORS_SHOWN seen most
     recently (so a new error always shows), most frequent first; the
     counts workers keep in Redis (shared/lua/errors.lua), so no scan of the table. `now`: the
     database clock (Unix seconds), the one the groups are stamped on."""
     groups = [
-        {"error": message, "count": int(group.get("count", 0)), "examples": group["examples"],
-         "first_seen": group.get("first"), "last_seen": group.get("last")}
+        ErrorGroup(error=message, count=int(group.get("count", 0)),
+                   examples=[str(e) for e in group["examples"]],
+                   first_seen=group.get("first"), last_seen=group.get("last"))
         for message, group in store.error_groups().items()
         if float(group.get("last", 0)) >= now - ERRORS_RECENT_S
     ]  # fmt: skip
-    latest = sorted(groups, key=lambda g: -float(g["last_seen"] or 0))[:ERRORS_SHOWN]  # a new one shows
-    return sorted(latest, key=lambda g: -g["count"])
+    latest = sorted(groups, key=lambda g: -float(g.last_seen or 0))[:ERRORS_SHOWN]  # a new one shows
+    return sorted(latest, key=lambda g: -g.count)
 
 
 def clock(unix: float | None) -> str:
     return "-" if unix is None else time.strftime("%H:%M:%S", time.localtime(float(unix)))
 
 
-def capped(count: int, facts: dict) -> str:
+def capped(count: int, facts: StatusFacts) -> str:
     """A sampled count, with a '+' when it reached the cap (there may be more)."""
-    return f"{count:,}" + ("+" if count >= facts["count_cap"] else "")
+    return f"{count:,}" + ("+" if count >= facts.count_cap else "")
 
 
-def rhythm(facts: dict) -> str:
+def rhythm(facts: StatusFacts) -> str:
     """'every 10 s', or the range of the rows' own intervals ('every 5-60 s')."""
-    low, high = facts.get("interval_range_s") or (facts["interval_s"], facts["interval_s"])
+    low, high = facts.interval_range_s or (facts.interval_s, facts.interval_s)
     return f"every {low:g} s" if low == high else f"every {low:g}-{high:g} s"
 
 
-def headline(facts: dict) -> str:
+def headline(facts: StatusFacts) -> str:
     """The one line a screen leads with (the dashboard's page says the same in its own code)."""
-    rows = "All" if facts["rows"] is None else f"All {facts['rows']:,}"
-    if facts["fresh"]:
+    rows = "All" if facts.rows is None else f"All {facts.rows:,}"
+    if facts.fresh:
         return f"{rows} rows fresh"
-    if facts["overdue_waiting"]:
-        return f"{capped(facts['overdue_waiting'], facts)} rows overdue"
+    if facts.overdue_waiting:
+        return f"{capped(facts.overdue_waiting, facts)} rows overdue"
     return "Checks failing"
 
 
-def verdict(facts: dict) -> str:
+def verdict(facts: StatusFacts) -> str:
     """Fresh, or why not. "Overdue" counts rows WAITING more than 1 s past their due time: a row
     a worker is checking (a slow check inside its timeout) is being checked, not late."""
     in_flight = ""
-    if facts["overdue_in_flight"]:
-        in_flight = f"{facts['overdue_in_flight']:,} rows past due are being checked (slow checks, in flight)"
-    if facts["checks_past_timeout"]:
+    if facts.overdue_in_flight:
+        in_flight = f"{facts.overdue_in_flight:,} rows past due are being checked (slow checks, in flight)"
+    if facts.checks_past_timeout:
         in_flight += ("; " if in_flight else "") + (
-            f"{facts['checks_past_timeout']:,} checks ran past their timeout and were abandoned"
+            f"{facts.checks_past_timeout:,} checks ran past their timeout and were abandoned"
         )
-    if facts["fresh"]:
+    if facts.fresh:
         fresh = "every row fresh: no row has waited more than 1 s past its due time, and checks succeed"
         return fresh + (f" ({in_flight})" if in_flight else "")
     failing_part = ""
-    if facts["checks_failing"]:
-        share = facts["recent_failed"] / max(facts["recent_checks"], 1)
+    if facts.checks_failing:
+        share = facts.recent_failed / max(facts.recent_checks, 1)
         failing_part = (
-            f"checks failing: {share:.0%} of the {facts['recent_checks']:,} checks in the last minute "
-            f"failed, more than the {facts['failing_threshold']:.0%} this workload allows "
-            f"(last error: {facts['last_error'] or 'unknown'})"
+            f"checks failing: {share:.0%} of the {facts.recent_checks:,} checks in the last minute "
+            f"failed, more than the {facts.failing_threshold:.0%} this workload allows "
+            f"(last error: {facts.last_error or 'unknown'})"
         )
     parts = [failing_part] if failing_part else []
-    if facts["overdue_waiting"]:
+    if facts.overdue_waiting:
         reasons = []
-        if facts["live_workers"] == 0:
+        if facts.live_workers == 0:
             reasons.append("no live workers")
-        if facts["live_dispatchers"] == 0:
+        if facts.live_dispatchers == 0:
             reasons.append("no live dispatcher")
-        elif facts["leader"] is None:
+        elif facts.leader is None:
             reasons.append("no dispatcher holds the leader lease")
-        if facts["queue_depth"] and facts["live_workers"]:
+        if facts.queue_depth and facts.live_workers:
             reasons.append(waiting_reason(facts))
         why = f" ({'; '.join(reasons)})" if reasons else ""
-        late = f"{facts['oldest_waiting_s']:.1f} s"
-        if facts["waiting_intervals"]:
-            late += f", {facts['waiting_intervals']:.1f} of its own interval"
-        overdue = f"{capped(facts['overdue_waiting'], facts)} rows overdue by more than 1 s and waiting"
+        late = f"{facts.oldest_waiting_s:.1f} s"
+        if facts.waiting_intervals:
+            late += f", {facts.waiting_intervals:.1f} of its own interval"
+        overdue = f"{capped(facts.overdue_waiting, facts)} rows overdue by more than 1 s and waiting"
         parts.insert(0, f"{overdue}, the oldest by {late}{why}")
     if in_flight:
         parts.append(in_flight)
     return "NOT FRESH: " + "; ".join(parts)
 
 
-def waiting_reason(facts: dict) -> str:
+def waiting_reason(facts: StatusFacts) -> str:
     """Why ids wait in the queue while workers live: the limits, or workers that are behind."""
-    queued = f"{facts['queue_depth']:,} ids waiting"
-    if facts.get("limited_by") == "rate":
-        needs = f"; the table needs about {facts['needed_rate']:,.0f}/s" if facts.get("needed_rate") else ""
-        return f"rate-limited: {queued} for tokens (rate_limit {facts['rate_limit']:g}/s{needs})"
-    if facts.get("limited_by") == "in_flight":
-        return f"limited: {queued} while max_in_flight ({facts['max_in_flight']}) checks run"
+    queued = f"{facts.queue_depth:,} ids waiting"
+    if facts.limited_by == "rate":
+        needs = f"; the table needs about {facts.needed_rate:,.0f}/s" if facts.needed_rate else ""
+        return f"rate-limited: {queued} for tokens (rate_limit {facts.rate_limit:g}/s{needs})"
+    if facts.limited_by == "in_flight":
+        return f"limited: {queued} while max_in_flight ({facts.max_in_flight}) checks run"
     return f"{queued} for a worker: workers are behind"
 
 
-def limits_line(facts: dict) -> str:
+def limits_line(facts: StatusFacts) -> str:
     """The limits after the checks/s figure: "   (rate_limit 200/s, rate-limited now)"."""
     parts = []
-    if facts.get("rate_limit"):
-        parts.append(f"rate_limit {facts['rate_limit']:g}/s")
-    if facts.get("max_in_flight"):
-        parts.append(f"max_in_flight {facts['max_in_flight']}")
-    if facts.get("limited_by"):
-        parts.append("rate-limited now" if facts["limited_by"] == "rate" else "at max_in_flight now")
+    if facts.rate_limit:
+        parts.append(f"rate_limit {facts.rate_limit:g}/s")
+    if facts.max_in_flight:
+        parts.append(f"max_in_flight {facts.max_in_flight}")
+    if facts.limited_by:
+        parts.append("rate-limited now" if facts.limited_by == "rate" else "at max_in_flight now")
     return f"   ({', '.join(parts)})" if parts else ""
 
 
-def render(facts: dict, workload: str | None = None) -> str:
+def render(facts: StatusFacts, workload: str | None = None) -> str:
     """The text `recheck status` prints for one workload (named when there are several)."""
 
     def n(value) -> str:
@@ -366,46 +368,44 @@ def render(facts: dict, workload: str | None = None) -> str:
 
     named = f"workload {workload}: " if workload else ""
     lines = [
-        f"recheck status: {named}{facts['table']} {rhythm(facts)}",
-        f"  rows              {n(facts['rows'])}",
-        f"  due now           {n(facts['due_now'])}",
-        f"  overdue > 1 s     {n(facts['overdue_waiting'])} waiting,"
-        f" {n(facts['overdue_in_flight'])} being checked",
-        f"  oldest waiting    {facts['oldest_waiting_s']:.2f} s"
-        f"   (any row: {facts['oldest_lateness_s']:.2f} s)",
-        f"  failing rows      {n(facts['failing_rows'])}"
-        f"   (checks in the last minute {facts['recent_checks']:,}, failed {facts['recent_failed']:,})",
-        f"  quarantined       {n(facts['quarantined'])}   paused {n(facts['paused'])}",
-        f"  queue depth       {n(facts['queue_depth'])}   suspects {n(facts['suspects'])}",
-        f"  in flight         {n(facts['in_flight'])}",
-        f"  live workers      {facts['live_workers']}   dispatchers {facts['live_dispatchers']}"
-        f" (leader {facts['leader'] or 'none'})",
-        f"  checks/s          {facts['checks_per_second']:,.0f}" + limits_line(facts),
+        f"recheck status: {named}{facts.table} {rhythm(facts)}",
+        f"  rows              {n(facts.rows)}",
+        f"  due now           {n(facts.due_now)}",
+        f"  overdue > 1 s     {n(facts.overdue_waiting)} waiting, {n(facts.overdue_in_flight)} being checked",
+        f"  oldest waiting    {facts.oldest_waiting_s:.2f} s   (any row: {facts.oldest_lateness_s:.2f} s)",
+        f"  failing rows      {n(facts.failing_rows)}"
+        f"   (checks in the last minute {facts.recent_checks:,}, failed {facts.recent_failed:,})",
+        f"  quarantined       {n(facts.quarantined)}   paused {n(facts.paused)}",
+        f"  queue depth       {n(facts.queue_depth)}   suspects {n(facts.suspects)}",
+        f"  in flight         {n(facts.in_flight)}",
+        f"  live workers      {facts.live_workers}   dispatchers {facts.live_dispatchers}"
+        f" (leader {facts.leader or 'none'})",
+        f"  checks/s          {facts.checks_per_second:,.0f}" + limits_line(facts),
     ]
-    for worker in facts["workers"]:
+    for worker in facts.workers:
         lines.append(
-            f"    {worker.get('id', '?'):<32} {float(worker.get('rate', 0)):>9,.0f}/s"
-            f"  checked {int(worker.get('checked', 0)):,}  failed {int(worker.get('failed', 0)):,}"
+            f"    {worker.id:<32} {worker.rate:>9,.0f}/s"
+            f"  checked {worker.checked:,}  failed {worker.failed:,}"
         )
-    for row in facts["quarantined_ids"]:
+    for row in facts.quarantined_ids:
         lines.append(f"    quarantined id {row['id']}: {row['reason']}")
-    if facts["errors"]:
+    if facts.errors:
         lines.append("  failures in the last hour, by error:")
-    for group in facts["errors"]:
-        examples = ", ".join(group["examples"][:3])
+    for group in facts.errors:
+        examples = ", ".join(group.examples[:3])
         lines.append(
-            f"    {group['count']:>9,}x  {group['error']}  (e.g. {examples}; "
-            f"first {clock(group['first_seen'])}, last {clock(group['last_seen'])})"
+            f"    {group.count:>9,}x  {group.error}  (e.g. {examples}; "
+            f"first {clock(group.first_seen)}, last {clock(group.last_seen)})"
         )
     lines.append(f"  {verdict(facts)}")
-    if facts.get("due_ahead_unchecked"):
+    if facts.due_ahead_unchecked:
         lines.append(f"  warning: {due_ahead_warning(facts)}")
     return "\n".join(lines)
 
 
-def due_ahead_warning(facts: dict) -> str:
+def due_ahead_warning(facts: StatusFacts) -> str:
     return (
-        f"{capped(facts['due_ahead_unchecked'], facts)} rows never checked are due more than their "
+        f"{capped(facts.due_ahead_unchecked, facts)} rows never checked are due more than their "
         "interval ahead: rows are due when inserted, so were they inserted from a session in another "
         "time zone? (`recheck config` tells; docs/application-api.md)"
     )

@@ -13,7 +13,7 @@ import time
 
 import pymysql
 
-from recheck.shared.mysql.entries import parse_entries
+from recheck.shared.core.entries import parse_entries
 from recheck.shared.outage import MAX_BACKOFF
 from recheck.shared.redis.keys import Keys
 from recheck.workers.writing.writeback import PATIENT_LOCK_WAITS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import time
 
-from recheck.shared.mysql.entries import parse_entries
+from recheck.shared.core.entries import parse_entries
 from recheck.shared.redis.keys import Keys
 from tests.support.helpers import audit_violations, install_audit, query, scalar, seed_rows
 from tests.support.servers import wait_for

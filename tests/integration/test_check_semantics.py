@@ -18,7 +18,7 @@ import pytest
 
 from recheck.commands.init_db import init_db
 from recheck.shared.mysql.db import Database
-from recheck.shared.views.status import gather, split_overdue
+from recheck.shared.views.status import gather
 from tests.support import checks
 from tests.support.helpers import (
     dispatch_all,
@@ -137,16 +137,6 @@ def test_a_recovered_target_shows_up_within_its_interval(settings, make_worker, 
 
 
 # -- 3. an honest verdict ------------------------------------------------------------------------
-def test_waiting_rows_are_told_from_rows_in_flight():
-    detail = [(1000, 9_000_000, 5_000_000), (1000, 9_000_000, 5_000_000), (2000, 8_000_000, 60_000_000)]
-    held = split_overdue(3, detail, in_hand=[1000, 1000, 2000])
-    assert (held["overdue_waiting"], held["overdue_in_flight"], held["waiting_intervals"]) == (0, 3, 0.0)
-    one_waits = split_overdue(3, detail, in_hand=[1000, 2000])  # two rows share a due time, one held
-    assert (one_waits["overdue_waiting"], one_waits["oldest_waiting_s"]) == (1, 9.0)
-    assert one_waits["waiting_intervals"] == 1.8 and one_waits["overdue_interval"] == 1  # 9 s of its 5 s
-    assert split_overdue(10_000, detail, in_hand=[1000])["overdue_waiting"] == 9_999  # beyond the detail
-
-
 @pytest.mark.serial  # timing: alone, not beside other tests (make test)
 def test_slow_checks_in_flight_are_being_checked_not_late(make_settings, sql, procs):
     """Rows whose check takes 3 s on a 1 s rhythm are past due while in flight: fresh, with the
@@ -218,9 +208,9 @@ def test_a_workload_says_which_share_of_failing_checks_is_normal(make_settings, 
     worker.lane(lenient.name).poll()
     worker.beat()
     facts = gather(lenient, Database(lenient), make_store(lenient))
-    assert facts["recent_failed"] == 20 and not facts["checks_failing"] and facts["fresh"]
+    assert facts.recent_failed == 20 and not facts.checks_failing and facts.fresh
     strict = lenient.evolve(failing_threshold=0.1)
-    assert gather(strict, Database(strict), make_store(strict))["checks_failing"]
+    assert gather(strict, Database(strict), make_store(strict)).checks_failing
 
 
 # -- 4. rhythm after a stop --------------------------------------------------------------------

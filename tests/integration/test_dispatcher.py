@@ -9,8 +9,8 @@ import redis
 
 from bench.pollcost import handler_reads, status_overhead
 from recheck.dispatcher.dispatcher import Dispatcher
+from recheck.shared.core.entries import datetime_to_ms, parse_entries
 from recheck.shared.mysql.db import Database
-from recheck.shared.mysql.entries import datetime_to_ms, parse_entries
 from recheck.shared.redis.keys import Keys
 from tests.support.helpers import make_dispatcher, query, scalar, seed_rows, take_lease
 

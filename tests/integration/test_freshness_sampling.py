@@ -34,16 +34,16 @@ def test_one_pass_counts_are_exact_under_the_cap_and_the_cap_above(make_settings
     db = Database(settings)
     rows = Rows(settings, db)
     under = freshness(rows, cap=1_000)
-    assert under["due_now"] == exact(sql, settings, 0.0) == 700
-    assert under["overdue_1s"] == exact(sql, settings, 1.0) == 600
-    assert 6.0 < under["oldest_lateness_s"] < 8.0
+    assert under.due_now == exact(sql, settings, 0.0) == 700
+    assert under.overdue_1s == exact(sql, settings, 1.0) == 600
+    assert 6.0 < under.oldest_lateness_s < 8.0
     # The oldest overdue rows come one by one (status tells waiting rows from rows in flight,
     # and judges each by its own interval): here 400 of the 600 are past their 3 s interval.
-    late = [late_us for _, late_us, every_us in under["overdue_detail"] if late_us > every_us]
-    assert len(under["overdue_detail"]) == 600 and len(late) == exact(sql, settings, 3.0) == 400
+    late = [late_us for _, late_us, every_us in under.overdue_detail if late_us > every_us]
+    assert len(under.overdue_detail) == 600 and len(late) == exact(sql, settings, 3.0) == 400
     # Above the cap each count is the cap: the oldest 350 entries are all 3 s or more overdue.
     over = freshness(rows, cap=350)
-    assert (over["due_now"], over["overdue_1s"]) == (350, 350)
+    assert (over.due_now, over.overdue_1s) == (350, 350)
     db.close()
 
 
@@ -62,7 +62,7 @@ def test_a_sample_reads_o_cap_index_entries_and_one_serves_every_sampler(setting
         overhead = status_overhead(db)[0]
         before = handler_reads(db)[0]
         facts = sampler.sample()
-        assert facts["overdue_waiting"] == SAMPLED_COUNT_CAP and facts["count_cap"] == SAMPLED_COUNT_CAP
+        assert facts.overdue_waiting == SAMPLED_COUNT_CAP and facts.count_cap == SAMPLED_COUNT_CAP
         return handler_reads(db)[0] - before - overhead
 
     taken = index_reads(first_db, first)

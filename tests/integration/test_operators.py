@@ -13,9 +13,9 @@ import subprocess
 
 import pytest
 
+from recheck.shared.core.failures import error_group
 from recheck.shared.mysql.db import Database
 from recheck.shared.redis.store import MAX_ERROR_GROUPS
-from recheck.shared.views.failing import error_group
 from recheck.shared.views.status import Sampler, error_groups
 from tests.support import checks
 from tests.support.helpers import (
@@ -126,7 +126,7 @@ def test_a_new_error_always_gets_a_group_whatever_filled_them(settings):
     assert (new["count"], new["examples"]) == (1, ["7"])
     assert "ProbeError: aa down" not in groups  # the least recently seen made room
     assert groups["(other errors)"]["count"] == 2
-    assert "TimeoutError: brand new" in {g["error"] for g in error_groups(store, now=2000.0)}
+    assert "TimeoutError: brand new" in {g.error for g in error_groups(store, now=2000.0)}
     assert store.prune_errors(older_than=1500.0) == MAX_ERROR_GROUPS - 1  # not seen since: forgotten
     assert set(store.error_groups()) == {"TimeoutError: brand new", "(other errors)"}
 
@@ -147,13 +147,13 @@ def test_a_sample_never_shows_more_paused_rows_than_rows(settings, sql):
     between two counts showed more paused rows than rows (issue 32)."""
     seed_rows(settings, 10)
     sampler = Sampler(settings, Database(settings), make_store(settings))
-    assert sampler.sample()["rows"] == 10
+    assert sampler.sample().rows == 10
     paused = (
         "INSERT INTO user_block_status (user_id, next_check_at) SELECT seq, '9999-12-30' FROM seq_11_to_40"
     )
     query(sql, paused)  # 30 more rows, all paused
     facts = sampler.sample()
-    assert facts["paused"] == 30 and facts["rows"] == 40
+    assert facts.paused == 30 and facts.rows == 40
 
 
 def test_urls_in_errors_are_one_group(settings):

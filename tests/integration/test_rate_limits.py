@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from recheck.shared.redis.limits import partition_limits
+from recheck.shared.core.limits import partition_limits
 from tests.support.helpers import make_store, query, recheck, scalar, seed_rows
 from tests.support.servers import RedisCluster, wait_for
 

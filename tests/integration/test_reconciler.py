@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from recheck.dispatcher.reconciler import OrphanCollector, Reclaimer, Sweeper
+from recheck.shared.core.entries import datetime_to_ms, make_entry, parse_entries
 from recheck.shared.mysql.db import Database
-from recheck.shared.mysql.entries import datetime_to_ms, make_entry, parse_entries
 from recheck.shared.redis.keys import Keys
 from tests.support import checks
 from tests.support.helpers import (

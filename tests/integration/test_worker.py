@@ -10,8 +10,8 @@ import pytest
 import redis
 
 from recheck.dispatcher.reconciler import Reclaimer
+from recheck.shared.core.entries import make_entry, parse_entries
 from recheck.shared.mysql.db import Database
-from recheck.shared.mysql.entries import make_entry, parse_entries
 from recheck.shared.redis.keys import Keys
 from recheck.workers.checks import Outcome
 from recheck.workers.writing.writeback import Written

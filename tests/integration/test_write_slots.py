@@ -10,6 +10,7 @@ import time
 import pytest
 import redis
 
+from recheck.shared.core.records import WorkerBeat
 from recheck.shared.redis.keys import Keys
 from recheck.shared.redis.store import Store
 from recheck.workers.writing.writeslots import WriteSlots
@@ -123,7 +124,9 @@ def test_a_worker_waits_for_a_write_slot_before_writing_back(make_settings, sql,
     seed_rows(settings, 100, due_now=True)
     assert make_pusher(settings).push_page(START, 1000).pushed == 100
     store = make_store(settings)
-    store.publish_heartbeat("worker", "elsewhere", {}, 60_000)  # another worker of the workload
+    store.publish_heartbeat(
+        "worker", "elsewhere", WorkerBeat(id="elsewhere"), 60_000
+    )  # another worker of the workload
     assert store.take_write_slot("elsewhere", 1, 800)  # holds the only slot: it lapses in 0.8 s
     worker = make_worker(settings, ok)
     started = time.monotonic()
@@ -146,7 +149,7 @@ def test_a_mysql_stall_keeps_the_limit_while_the_slots_holder_is_alive(make_sett
     store = make_store(settings)
     # Every worker writing, each knowing the others (a worker alone uses no slot: its first beat
     # sees only itself registered).
-    wait_for(lambda: sum(int(w.get("checked", 0)) > 0 for w in store.live_workers()) == 3, 20,
+    wait_for(lambda: sum(w.checked > 0 for w in store.live_workers()) == 3, 20,
              "the three workers to be writing")  # fmt: skip
     time.sleep(2 * settings.deployment.heartbeat_interval)
     watcher = mariadb.connect()

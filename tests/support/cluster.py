@@ -291,8 +291,8 @@ class Cluster:
             holders = set(store.lease_holders())
             if len(holders) != 1 or None in holders or f"-{old}-" in next(iter(holders)):
                 return False
-            beat = [d for d in store.live_dispatchers() if d.get("id") in holders]
-            return bool(beat) and beat[0].get("dispatched", 0) > 0
+            beat = [d for d in store.live_dispatchers() if d.id in holders]
+            return bool(beat) and beat[0].dispatched > 0
 
         wait_for(standby_leads_and_dispatches, 15, "the standby to take every lease and dispatch")
         takeover = time.monotonic() - killed

@@ -97,6 +97,31 @@ def test_no_role_imports_the_other_role_or_the_command_or_the_bench():
     assert offending(broken) == []
 
 
+def test_the_core_imports_only_config_and_errors():
+    """shared/core/: the domain values and pure rules every adapter and role builds on."""
+    allowed = {"recheck.shared.config", "recheck.shared.errors"}
+    broken = {
+        f"{module} imports {target}"
+        for module, targets in import_graph().items()
+        if part_of_shared(module) == "core"
+        for target in targets
+        if part_of_shared(target) != "core" and target not in allowed
+    }
+    assert broken == set()
+
+
+def test_the_core_does_no_io():
+    """No module of the core imports a driver, a socket, a file or a process API."""
+    io = {"pymysql", "redis", "socket", "subprocess", "os", "pathlib", "http", "urllib", "threading"}
+    found = set()
+    for path in (REPO / "shared" / "core").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+            found |= {f"{path.name}: {n}" for n in names if n.split(".")[0] in io}
+    assert found == set()
+
+
 def test_mysql_and_redis_never_import_each_other_and_views_never_import_process():
     forbidden = {("mysql", "redis"), ("redis", "mysql"), ("views", "process")}
     assert offending(lambda source, target: (source, target) in forbidden, key=part_of_shared) == []

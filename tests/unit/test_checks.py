@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from recheck.shared.mysql.entries import Item
+from recheck.shared.core.entries import Item
 from recheck.workers.checks import CheckShapeError, Outcome, batch_outcomes, check_kind, per_row
 from recheck.workers.writing.writeback import NextDue, split_outcomes
 

@@ -6,14 +6,15 @@ from datetime import datetime
 
 import pytest
 
-from recheck.shared.mysql.entries import (
+from recheck.shared.core.entries import (
     Item,
     datetime_to_ms,
+    entry_key,
     make_entry,
     ms_to_datetime,
     parse_entries,
-    sql_datetime,
 )
+from recheck.shared.mysql.batches import sql_datetime
 
 
 def test_entries_round_trip_exactly():
@@ -65,3 +66,9 @@ def test_negative_ids_of_a_signed_key_round_trip():
     assert [i.id for i in items] == [-5, -(2**63)]
     assert malformed == [b"-9223372036854775809:1", b"--5:1"]
     assert make_entry(-5, 1000) == b"-5:1000"
+
+
+def test_an_entrys_key_part_is_what_precedes_its_first_colon():
+    assert entry_key(b"42:1700000000000") == b"42"
+    assert entry_key(b"4A6F:-5") == b"4A6F"  # hex keys never hold a colon
+    assert entry_key(b"42") == b"42"  # a bare key, as the in-flight hash holds it

@@ -8,7 +8,7 @@ import pytest
 
 from recheck.cli import build_parser
 from recheck.shared.config import unknown_variables
-from recheck.shared.views.failing import MIN_CHECKS, FailureWatch, Recent, failing
+from recheck.shared.core.failures import MIN_CHECKS, FailureWatch, Recent, failing
 
 
 class Clock:

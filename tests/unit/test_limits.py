@@ -1,6 +1,6 @@
-"""Sharing a workload's limits over its partitions (shared/redis/limits.py)."""
+"""Sharing a workload's limits over its partitions (shared/core/limits.py)."""
 
-from recheck.shared.redis.limits import NO_LIMIT, partition_limits
+from recheck.shared.core.limits import NO_LIMIT, partition_limits
 
 
 def test_one_partition_keeps_the_whole_limits():

@@ -8,8 +8,8 @@ import pytest
 from redis.crc import key_slot
 
 from recheck.shared.config import Workload
+from recheck.shared.core.partitions import partition_of, rotation, split_by_partition
 from recheck.shared.redis.keys import Keys
-from recheck.shared.redis.partitions import partition_of, rotation, split_by_partition
 
 
 def test_an_entry_and_its_bare_id_are_in_the_same_partition_by_crc32_of_the_id_text():

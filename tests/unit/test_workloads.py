@@ -8,7 +8,7 @@ import time
 import pytest
 
 from recheck.shared.config import ConfigError, Settings
-from recheck.shared.mysql.keytypes import BinaryKeys, IntKeys, TextKeys
+from recheck.shared.core.keys import BinaryKeys, IntKeys, TextKeys
 from recheck.shared.redis.keys import Keys
 from recheck.shared.workloads import read_workloads, select_workloads
 from recheck.workers.checks import Recheck, outcome_of

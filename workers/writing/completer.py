@@ -22,12 +22,12 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 from recheck.shared.config import Workload
+from recheck.shared.core.entries import Item
+from recheck.shared.core.failures import error_group
 from recheck.shared.mysql.db import Database
-from recheck.shared.mysql.entries import Item
 from recheck.shared.process.metrics import RecentMax, WorkerMetrics
 from recheck.shared.redis.connection import REDIS_DOWN
 from recheck.shared.redis.store import Counts, Store
-from recheck.shared.views.failing import error_group
 from recheck.workers.checks import Outcome
 from recheck.workers.writing.writeback import NOTHING_WRITTEN, WriteBack, Written
 from recheck.workers.writing.writeslots import WriteSlots

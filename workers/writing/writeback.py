@@ -28,6 +28,8 @@ from zlib import crc32
 import pymysql
 
 from recheck.shared.config import Workload
+from recheck.shared.core.entries import Item, datetime_to_ms
+from recheck.shared.core.keys import INT_KEYS, KeyKind
 from recheck.shared.errors import CheckBoundaryError
 from recheck.shared.mysql.db import (
     DATA_ERRORS,
@@ -37,8 +39,6 @@ from recheck.shared.mysql.db import (
     DatabaseDown,
     error_code,
 )
-from recheck.shared.mysql.entries import Item, datetime_to_ms
-from recheck.shared.mysql.keytypes import INT_KEYS, KeyKind
 from recheck.shared.mysql.rows import Rows
 from recheck.workers.checks import Outcome
 

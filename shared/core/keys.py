@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-from recheck.shared.mysql.entries import MAX_DUE_MS, MIN_DUE_MS, Item, parse_int_entries
+from recheck.shared.core.entries import MAX_DUE_MS, MIN_DUE_MS, Item, parse_int_entries
 
 MAX_KEY_CHARS = 255  # CHAR/VARCHAR keys
 MAX_KEY_BYTES = 255  # BINARY/VARBINARY keys

@@ -1,14 +1,14 @@
-"""Queue entries: ``b"<id>:<due_ms>"`` (how each kind of key is written: keytypes.py).
+"""Queue entries: ``b"<id>:<due_ms>"`` (how each kind of key is written: keys.py).
 
 ``due_ms`` is the row's due time (a DATETIME(3)) as milliseconds after 1970-01-01 00:00:00,
 computed by MySQL with TIMESTAMPDIFF and turned back into a DATETIME by MySQL for the fenced
 write-back. No time zone is applied anywhere: the value is an exact, reversible encoding of
-what the row held when it was dispatched. Pure functions, no I/O.
+what the row held when it was dispatched. Pure functions, no I/O (the JSON batches and SQL
+literals made from entries: shared/mysql/batches.py).
 """
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
@@ -20,9 +20,15 @@ MIN_DUE_MS = -30_610_224_000_000
 MAX_DUE_MS = 253_402_300_799_999
 
 
+def entry_key(entry: bytes) -> bytes:
+    """The key part of an entry ``b"id:due_ms"`` (the in-flight hash's field); a bare key as is."""
+    colon = entry.find(b":")
+    return entry if colon < 0 else entry[:colon]
+
+
 class Item(NamedTuple):
     entry: bytes
-    id: int | str | bytes  # the row's key as the application uses it (keytypes.py)
+    id: int | str | bytes  # the row's key as the application uses it (keys.py)
     due_ms: int
 
 
@@ -30,8 +36,13 @@ def make_entry(row_id: int, due_ms: int) -> bytes:
     return b"%d:%d" % (row_id, due_ms)
 
 
+def make_entry_text(key: bytes, due_ms: bytes) -> bytes:
+    """An entry from a key part as entries spell it (digits or hex) and a due time as bytes."""
+    return key + b":" + due_ms
+
+
 def parse_entries(raw: list[bytes]) -> tuple[list[Item], list[bytes]]:
-    """Integer-keyed entries of any BIGINT range (keytypes.py parses every key kind)."""
+    """Integer-keyed entries of any BIGINT range (keys.py parses every key kind)."""
     return parse_int_entries(raw, MIN_ID, MAX_ID)
 
 
@@ -70,14 +81,3 @@ def ms_to_datetime(due_ms: int) -> datetime:
 def datetime_to_ms(value: datetime) -> int:
     delta = value - EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
-
-
-def sql_datetime(due_ms: int) -> str:
-    """The due time as a DATETIME(3) literal string, for query parameters."""
-    return ms_to_datetime(due_ms).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-
-
-def batch_json(rows) -> str:
-    """Rows (tuples of id, due_ms, ...) as the compact JSON array that JSON_TABLE reads (the
-    encoder writes tuples as arrays: no copy per row)."""
-    return json.dumps(rows if isinstance(rows, list) else list(rows), separators=(",", ":"))

@@ -13,14 +13,14 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable, Sequence
 
+from recheck.shared.core.entries import entry_key
+
 
 def partition_of(entry: bytes, partitions: int) -> int:
     """The partition of an entry ``b"id:due_ms"`` (or of a bare id as entries spell it)."""
     if partitions == 1:
         return 0
-    colon = entry.find(b":")
-    key = entry if colon < 0 else entry[:colon]
-    return zlib.crc32(key) % partitions
+    return zlib.crc32(entry_key(entry)) % partitions
 
 
 def split_by_partition(entries: Iterable[bytes], partitions: int) -> dict[int, list[bytes]]:

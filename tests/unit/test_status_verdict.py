@@ -1,0 +1,58 @@
+"""What status concludes from its facts (shared/views/status.py): pure logic, no servers."""
+
+from __future__ import annotations
+
+from recheck.shared.core.records import StatusFacts, WorkerBeat
+from recheck.shared.views.status import headline, limited_by, split_overdue, verdict, waiting_reason
+
+
+def test_waiting_rows_are_told_from_rows_in_flight():
+    detail = [[1000, 9_000_000, 5_000_000], [1000, 9_000_000, 5_000_000], [2000, 8_000_000, 60_000_000]]
+    held = split_overdue(3, detail, in_hand=[1000, 1000, 2000])
+    assert (held.overdue_waiting, held.overdue_in_flight, held.waiting_intervals) == (0, 3, 0.0)
+    one_waits = split_overdue(3, detail, in_hand=[1000, 2000])  # two rows share a due time, one held
+    assert (one_waits.overdue_waiting, one_waits.oldest_waiting_s) == (1, 9.0)
+    assert one_waits.waiting_intervals == 1.8 and one_waits.overdue_interval == 1  # 9 s of its 5 s
+    assert split_overdue(10_000, detail, in_hand=[1000]).overdue_waiting == 9_999  # beyond the detail
+
+
+def facts(**values) -> StatusFacts:
+    base = {"table": "db.users", "interval_s": 10, "count_cap": 10_000, "live_workers": 2,
+            "live_dispatchers": 1, "leader": "d-1", "rows": 1000}  # fmt: skip
+    return StatusFacts(**{**base, **values})
+
+
+def test_fresh_says_so_and_names_rows_in_flight():
+    shown = facts(fresh=True, overdue_in_flight=3)
+    assert headline(shown) == "All 1,000 rows fresh"
+    assert verdict(shown).startswith("every row fresh") and "3 rows past due are being checked" in verdict(
+        shown
+    )
+
+
+def test_overdue_rows_say_why_they_wait():
+    behind = facts(overdue_waiting=40, oldest_waiting_s=3.2, queue_depth=500)
+    assert headline(behind) == "40 rows overdue"
+    assert "500 ids waiting for a worker: workers are behind" in verdict(behind)
+    limited = facts(overdue_waiting=40, queue_depth=500, limited_by="rate", rate_limit=5, needed_rate=100)
+    assert waiting_reason(limited).startswith("rate-limited: 500 ids waiting for tokens (rate_limit 5/s")
+    no_one = facts(overdue_waiting=1, live_workers=0)
+    assert "no live workers" in verdict(no_one)
+    capped = facts(overdue_waiting=10_000)
+    assert headline(capped) == "10,000+ rows overdue"
+
+
+def test_failing_checks_are_not_fresh():
+    failing = facts(checks_failing=True, recent_checks=100, recent_failed=50, failing_threshold=0.1,
+                    last_error="ValueError: boom")  # fmt: skip
+    assert headline(failing) == "Checks failing"
+    assert "50% of the 100 checks in the last minute failed" in verdict(failing)
+
+
+def test_the_limits_a_worker_reports_lead_to_one_reason():
+    workers = [
+        WorkerBeat(id="a", limited="in_flight"),
+        WorkerBeat(id="b", limited="rate"),
+        WorkerBeat(id="c"),
+    ]
+    assert limited_by(workers) == "rate" and limited_by(workers[:1]) == "in_flight" and limited_by([]) == ""
