@@ -38,13 +38,13 @@ from bench.peers import PEERS, missing_packages
 from bench.report import plot, table
 from bench.runs import ALL_STRATEGIES, ON_CLUSTER, BenchConfig, Result, Run, store_for
 from bench.strategies import FLOOR
+from recheck.commands.launch import launch, positive_float, positive_int
 from recheck.commands.seed import seed
 from recheck.shared.config import Workload
+from recheck.shared.core.entries import make_entry
 from recheck.shared.mysql.db import Database
-from recheck.shared.mysql.entries import make_entry
 from recheck.shared.mysql.schema import create_changes_table
 from recheck.shared.mysql.sql import Queries
-from recheck.shared.process.launch import launch, positive_float, positive_int
 from recheck.shared.redis.connection import connect_redis
 from recheck.shared.redis.store import open_store
 

@@ -15,11 +15,11 @@ import sys
 import redis
 
 from bench.procs import pids_named, rss_mb
+from recheck.commands.launch import launch, positive_float, positive_int
 from recheck.commands.run import Runner
 from recheck.shared.config import Settings
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.schema import require_table
-from recheck.shared.process.launch import launch, positive_float, positive_int
 from recheck.shared.redis.connection import connect_redis
 
 WARM_UP_SAMPLES = 2  # growth is measured from the third sample on: caches and pools fill first

@@ -15,10 +15,10 @@ import sys
 import time
 
 from bench.peers import CELERY_PEERS, PEERS, QUEUE, per_row
+from recheck.commands.launch import launch
 from recheck.shared.config import Workload
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.sql import Queries
-from recheck.shared.process.launch import launch
 
 READY_TIMEOUT = 120.0
 
