@@ -11,7 +11,7 @@ DEMO_ROWS ?= 100000
 DEMO_SECONDS ?= 60
 DEMO_WORKERS ?= 2
 
-.PHONY: demo test test-compose lint docs setup clean browser promtool podman
+.PHONY: demo test test-compose lint typecheck docs setup clean browser promtool podman
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,9 +25,20 @@ demo: $(BIN)/.installed
 	$(BIN)/recheck seed --rows $(DEMO_ROWS) --truncate
 	$(BIN)/recheck run --workers $(DEMO_WORKERS) --duration $(DEMO_SECONDS)
 
-lint: $(BIN)/.installed
+lint: $(BIN)/.installed typecheck
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# mypy over the package as it is installed: recheck.shared is shared/, recheck.workers workers/,
+# recheck.dispatcher dispatcher/ (pyproject's package-dir), rebuilt as symlinks in build/typecheck;
+# its messages name the files of the checkout.
+typecheck: $(BIN)/.installed
+	@rm -rf build/typecheck && mkdir -p build/typecheck/recheck
+	@for f in recheck/*.py recheck/commands; do ln -s ../../../$$f build/typecheck/recheck/; done
+	@for d in shared workers dispatcher; do ln -s ../../../$$d build/typecheck/recheck/$$d; done
+	@cd build/typecheck && out=$$(../../$(BIN)/mypy --config-file ../../pyproject.toml -p recheck); code=$$?; \
+	  echo "$$out" | sed -e 's|^recheck/shared/|shared/|' -e 's|^recheck/workers/|workers/|' \
+	    -e 's|^recheck/dispatcher/|dispatcher/|'; exit $$code
 
 # --strict: a broken link or anchor, or a page missing from the nav, fails the build (not with
 # --quiet, which hides the warnings --strict counts).

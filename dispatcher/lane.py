@@ -47,9 +47,11 @@ class DispatchLane:
         self.free_since: float | None = None  # when this lane's lease was first seen free
         self.paging_since: float | None = None  # when the page being read and pushed now began
 
-    def _own_db(self, **timeouts: float) -> Database:
+    def _own_db(self, read_timeout: float = 60.0, connect_timeout: float = 5.0) -> Database:
         """Each job runs in its own thread: its own MySQL connection."""
-        self.job_dbs.append(Database(self.workload, **timeouts))
+        self.job_dbs.append(
+            Database(self.workload, read_timeout=read_timeout, connect_timeout=connect_timeout)
+        )
         return self.job_dbs[-1]
 
     def _make_jobs(self) -> dict:

@@ -16,7 +16,7 @@ import logging
 
 from recheck.dispatcher.dispatcher import END, START, DuePusher
 from recheck.shared.config import Workload
-from recheck.shared.core.entries import datetime_to_ms, entry_key
+from recheck.shared.core.entries import Key, datetime_to_ms, entry_key
 from recheck.shared.core.keys import KeyKind
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rows import Rows
@@ -152,16 +152,17 @@ class OrphanCollector(Job):
                     break
         return found
 
-    def run_once(self) -> list[int]:
+    def run_once(self) -> list[Key]:
         db_now, db_epoch = self.rows.clock()
         self.store.prune_errors(db_epoch - ERRORS_KEPT_S)  # groups nobody saw for a day
         if self.workload.changes:  # the change feed keeps its newest changes_keep
             self.rows.trim_changes(self.workload.changes_keep)
         now_ms = datetime_to_ms(db_now)
         cutoff_ms = now_ms - round(self.workload.deployment.orphan_after * 1000)
-        ids = []
+        ids: list[Key] = []
         for partition in range(self.store.count):  # each partition of the workload (one when unpartitioned)
-            ids += [self.keys.decode(r) for r in self.release_part(partition, cutoff_ms)]
+            decoded = (self.keys.decode(r) for r in self.release_part(partition, cutoff_ms))
+            ids += [key for key in decoded if key is not None]
         if ids:
             log.warning(
                 "%sreleased %d in-flight ids nothing held (e.g. %s); they will be swept",

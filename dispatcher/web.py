@@ -133,8 +133,11 @@ class Dashboard:
         action, ids = request.get("action"), request.get("ids")
         if action not in ACTIONS:
             return HTTPStatus.BAD_REQUEST, {"error": f"action must be one of {', '.join(ACTIONS)}"}
-        texts = isinstance(ids, list) and all(isinstance(row_id, str) for row_id in ids)
-        if not texts or not 0 < len(ids) <= ACTION_IDS:
+        if (
+            not isinstance(ids, list)
+            or not all(isinstance(row_id, str) for row_id in ids)
+            or not (0 < len(ids) <= ACTION_IDS)
+        ):
             return HTTPStatus.BAD_REQUEST, {"error": f"ids: a list of 1 to {ACTION_IDS} ids as text"}
         monitor = self.monitor(request.get("workload"))
         if monitor is None:

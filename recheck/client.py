@@ -19,7 +19,7 @@ after). With Redis away, the keyset cursor still finds rows made due now.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -151,7 +151,7 @@ class Client:
                 continue
             signal = self._wait(signal, GAP_RECHECK if gaps else idle)
 
-    def _change(self, row: tuple, gaps: Gaps, high: int, unsent: list[tuple] = ()) -> Change:
+    def _change(self, row: tuple, gaps: Gaps, high: int, unsent: Sequence[tuple] = ()) -> Change:
         """The change of a feed row; its checkpoint stays below every position still awaited and
         every change found but not yet delivered (`unsent`)."""
         pos, key, at, old, new, old_failing, new_failing, error = row

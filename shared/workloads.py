@@ -69,7 +69,9 @@ def read_workloads(settings: Settings | Workload) -> list[Workload]:
         raise ConfigError(f"{path}: defines no workload; add a [workloads.NAME] table")
     deployment = defaults.deployment
     base = {name: getattr(defaults, name) for name in WorkloadFields.model_fields}
-    workloads, lines, seen = [], [], {}
+    workloads: list[Workload] = []
+    lines: list[str] = []
+    seen: dict[tuple, str] = {}
     for name, values in tables.items():
         where = f"{path}: workload {name!r}"
         if not isinstance(values, dict):

@@ -148,6 +148,17 @@ class BatchLoop(CheckLoop):
         if self._hung >= HUNG_CHECKS_LIMIT:
             self.life.fail(f"{self._hung} checks hung and cannot be interrupted; exiting for a fresh process")
 
+    def run(self) -> None:
+        """Takes until the process stops (a poll's wait, or the backoff after an outage)."""
+        life = self.life
+        while not life.stopping:
+            _, wait = life.attempt(self.poll)
+            if wait:
+                life.wait(wait)
+
+    def items_in_hand(self) -> list[Item]:
+        return self.in_hand
+
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
         self.close_reader()

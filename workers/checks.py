@@ -37,9 +37,11 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from recheck.shared.config import ConfigError
+from recheck.shared.core.entries import Key
 from recheck.shared.errors import CheckBoundaryError
 
 ALLOWED_RESULTS = (str, int, float, bool, type(None))
+KIND_MARK = "__recheck_kind__"  # what @batch and @per_row set on a check
 # An `after` beyond this is as far as it (min_interval and max_interval clamp it further): keeps
 # every later conversion (to microseconds, in SQL) far from any overflow.
 MAX_AFTER = 86_400 * 365 * 100.0
@@ -47,13 +49,13 @@ MAX_AFTER = 86_400 * 365 * 100.0
 
 def batch(fn: Callable) -> Callable:
     """Mark a function as a batch check: called with a list of ids."""
-    fn.__recheck_kind__ = "batch"
+    setattr(fn, KIND_MARK, "batch")
     return fn
 
 
 def per_row(fn: Callable) -> Callable:
     """Mark a plain (non-async) function as a per-row check: called with one id."""
-    fn.__recheck_kind__ = "row"
+    setattr(fn, KIND_MARK, "row")
     return fn
 
 
@@ -115,7 +117,7 @@ def describe_check(fn: Callable, kind: str) -> str:
 def check_kind(fn: Callable, configured: str = "auto") -> str:
     if configured != "auto":
         return configured
-    marked = getattr(fn, "__recheck_kind__", None)
+    marked = getattr(fn, KIND_MARK, None)
     if marked:
         return marked
     return "row" if inspect.iscoroutinefunction(fn) else "batch"
@@ -204,7 +206,7 @@ def _outcome_of(value: Any) -> Outcome:
 
 
 def batch_outcomes(
-    ids: Sequence[int], results: Any, given: Sequence | None = None, key_of: Callable | None = None
+    ids: Sequence[Key], results: Any, given: Sequence | None = None, key_of: Callable | None = None
 ) -> list[Outcome]:
     """Match a batch check's return value to its ids; CheckShapeError if they do not fit.
 

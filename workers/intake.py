@@ -37,9 +37,7 @@ class Intake:
         self.limits = any(limit.limited for limit in store.limits)
         self.took = threading.Event()  # set by a take that brought entries: the heartbeat tells soon
 
-    def take(
-        self, limit: int, in_hand: Callable[[], set[bytes]] = frozenset, running: int = 0
-    ) -> list[bytes]:
+    def take(self, limit: int, in_hand: Callable[[], set[bytes]] = set, running: int = 0) -> list[bytes]:
         """Up to `limit` entries, now held in our processing set (0: only what a wait delivered),
         within the workload's rate_limit and max_in_flight (running: the checks we run now).
 

@@ -59,8 +59,9 @@ class Lane:
         )  # fmt: skip
         self.counters = self.completer.counters
         parts = (workload, self.check, self.intake, self.completer, self.life, self.metrics)
-        self.batch = BatchLoop(*parts, turns=turns) if self.kind == "batch" else None
-        self.rows = RowLoop(*parts) if self.kind == "row" else None
+        self.loop: BatchLoop | RowLoop = (
+            BatchLoop(*parts, turns=turns) if self.kind == "batch" else RowLoop(*parts)
+        )
         self.presence = Presence(self.store, "worker", worker.id, workload.deployment.heartbeat_ttl)
         self.failures = FailureWatch(workload.failing_threshold, prefix=workload.log_prefix)
         self.died: str | None = None  # why this lane's loop ended while the process ran (worker.py)
@@ -78,23 +79,21 @@ class Lane:
         self.completer.writeback.learn_table()
         self.beat()
 
+    @property
+    def batch(self) -> BatchLoop:
+        """The loop of a batch lane (TypeError for a per-row lane)."""
+        if not isinstance(self.loop, BatchLoop):
+            raise TypeError(f"workload {self.name}: a per-row lane has no batch loop")
+        return self.loop
+
     def poll(self) -> float:
         """One take of a batch lane, checked and written back; how long to wait before the next
         (a per-row lane runs its own loop: run())."""
-        if self.batch is None:
-            raise TypeError(f"workload {self.name}: a per-row lane has no poll(); it runs its own loop")
         return self.batch.poll()
 
     def run(self) -> None:
-        """This lane's loop, until the process stops (a thread of its own when there are several)."""
-        if self.rows is not None:
-            self.rows.run()
-            return
-        life = self.life
-        while not life.stopping:
-            _, wait = life.attempt(self.batch.poll)  # a poll's wait, or the backoff after an outage
-            if wait:
-                life.wait(wait)
+        """This lane's loop, until the process stops (in a thread of its own)."""
+        self.loop.run()
 
     def beat(self) -> None:
         c = self.counters
@@ -109,11 +108,11 @@ class Lane:
                 failed=c.failed,
                 stale=c.stale,
                 rate=round(c.rate(), 1),
-                take=self.batch.sizer.size if self.batch is not None else self.workload.worker_batch,
+                take=self.loop.sizer.size if isinstance(self.loop, BatchLoop) else self.workload.worker_batch,
                 lateness_buckets=lateness,  # counts per SECONDS_BUCKETS bucket since start
                 lateness_max=round(self.completer.lateness_max.value(), 4),  # in the last 2 s
                 overdue_in_hand=self.overdue_in_hand(),
-                abandoned=self.batch.abandoned if self.batch is not None else self.rows.hung,
+                abandoned=self.loop.abandoned,
                 recent_checked=recent.checked,
                 recent_failed=recent.failed,
                 last_error=self.completer.last_error,
@@ -126,7 +125,7 @@ class Lane:
     def overdue_in_hand(self) -> list[int]:
         """Due times (ms, the oldest first, at most IN_HAND_SHOWN) of the due rows in this worker's
         hands (status tells them, in flight, from overdue rows waiting for a worker)."""
-        in_hand = self.batch.in_hand if self.batch is not None else self.rows.in_hand()
+        in_hand = self.loop.items_in_hand()
         now_ms = self.completer.writeback.db_now_ms(refresh=False)
         return sorted(item.due_ms for item in in_hand if item.due_ms <= now_ms)[:IN_HAND_SHOWN]
 
@@ -147,7 +146,7 @@ class Lane:
             for w in others
         )
 
-    def shutdown(self, persist) -> None:
+    def shutdown(self, persist) -> str:
         """Give back what a last blocking wait delivered; deregister if nothing is held."""
         landed = persist(lambda: self.intake.take(0))
         if landed:
@@ -159,8 +158,7 @@ class Lane:
         return f"{c.checked} checked, {c.failed} failed, {c.stale} stale, {c.returned} returned"
 
     def close(self) -> None:
-        if self.batch is not None:
-            self.batch.close()
+        self.loop.close()
         self.db.close()
 
     def give_back_held(self) -> int:

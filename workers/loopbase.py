@@ -10,8 +10,8 @@ from recheck.shared.core.entries import Item
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.db import last_success as mysql_seen
 from recheck.shared.mysql.rows import Rows
-from recheck.shared.process.loop import Service
-from recheck.shared.process.metrics import WorkerMetrics
+from recheck.shared.process.loop import Lifeline
+from recheck.shared.process.metrics import WorkloadWorkerMetrics
 from recheck.workers.checks import row_of
 from recheck.workers.intake import Intake
 from recheck.workers.writing.completer import Completer
@@ -27,8 +27,8 @@ class CheckLoop:
         check: Callable,
         intake: Intake,
         completer: Completer,
-        life: Service,
-        metrics: WorkerMetrics,
+        life: Lifeline,
+        metrics: WorkloadWorkerMetrics,
     ):
         self.workload = workload
         self.check = check
@@ -59,6 +59,21 @@ class CheckLoop:
                 present.append(item)
                 rows.append(row_of(self.names, (item.id, *values)))
         return present, rows, gone
+
+    # What every loop offers its lane (workers/lane.py): run until the process stops, the items
+    # in hand (their due times go into the heartbeat), checks abandoned past their timeout, close.
+    def run(self) -> None:
+        raise NotImplementedError
+
+    def items_in_hand(self) -> list[Item]:
+        raise NotImplementedError
+
+    @property
+    def abandoned(self) -> int:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.close_reader()
 
     def close_reader(self) -> None:
         if self.reader is not None:

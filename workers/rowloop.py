@@ -17,6 +17,7 @@ import functools
 import inspect
 import logging
 import time
+from collections.abc import Sequence
 
 from recheck.shared.core.entries import Item
 from recheck.workers.checks import Outcome, describe_error, outcome_of
@@ -41,9 +42,7 @@ class RowLoop(CheckLoop):
         self.min_take = max(1, min(self.batch, self.concurrency // 16))
         self.timeout = workload.check_timeout
         self.is_async = inspect.iscoroutinefunction(self.check)
-        self.pool = None
-        if not self.is_async:
-            self.pool = DaemonPool(self.concurrency)
+        self.pool: DaemonPool | None = None if self.is_async else DaemonPool(self.concurrency)
         self.pending: dict[asyncio.Task, Item] = {}
         self.finished: list[tuple[Item, Outcome]] = []
         self.gone: list[bytes] = []  # entries of rows deleted since their dispatch, acknowledged at a flush
@@ -77,14 +76,15 @@ class RowLoop(CheckLoop):
                 if self.is_async:
                     value = await self.check(arg)
                 else:
-                    running = self.pool.submit(self.check, arg)
+                    running = self.threads().submit(self.check, arg)
                     value = await asyncio.wrap_future(running)
         except TimeoutError:
             if running is not None and not running.done():
                 self.abandon(running)
             return Outcome(False, f"TimeoutError: check did not finish within {self.timeout:g}s")
         except asyncio.CancelledError as error:
-            if asyncio.current_task().cancelling():  # a graceful stop cancelling this row: not the check's
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # a graceful stop cancelling this row: not the check's
                 raise
             return Outcome(False, describe_error(error))  # the check's own (a library cancelled itself)
         except BaseException as error:  # a check may raise anything, sys.exit() too: only its row fails
@@ -92,10 +92,16 @@ class RowLoop(CheckLoop):
         self.metrics.check_duration.observe(time.monotonic() - started)
         return outcome_of(value)
 
+    def threads(self) -> DaemonPool:
+        """The thread pool a plain (not async) check runs in."""
+        if self.pool is None:
+            raise TypeError("an async check runs on the event loop, not in threads")
+        return self.pool
+
     def abandon(self, running) -> None:
         """A plain check past its timeout keeps its thread: the pool gets one more in its place,
         and a process with too many of them restarts (a thread cannot be interrupted)."""
-        self.pool.grow(1)
+        self.threads().grow(1)
         self.hung += 1
         loop = asyncio.get_running_loop()
         running.add_done_callback(lambda _: self.call_in_loop(loop, self.unhung))
@@ -112,7 +118,7 @@ class RowLoop(CheckLoop):
 
     def unhung(self) -> None:
         self.hung -= 1
-        self.pool.grow(-1)
+        self.threads().grow(-1)
 
     async def writable(self) -> bool:
         """While MySQL is failing: probe it (in a thread: checks keep running meanwhile)."""
@@ -201,7 +207,8 @@ class RowLoop(CheckLoop):
 
     def on_done(self, task: asyncio.Task) -> None:
         self.completed.append(task)
-        self.wakeup.set()
+        if self.wakeup is not None:  # made by main() before any check starts
+            self.wakeup.set()
 
     def harvest(self) -> None:
         done, self.completed = self.completed, []
@@ -214,11 +221,15 @@ class RowLoop(CheckLoop):
             if item is not None and not task.cancelled():
                 self.finished.append((item, task.result()))
 
-    def flush(self, batch: list[tuple[Item, Outcome]], gone: list[bytes] = ()) -> None:
+    def flush(self, batch: list[tuple[Item, Outcome]], gone: Sequence[bytes] = ()) -> None:
         """Write back and acknowledge finished rows (runs in a thread, one batch at a time)."""
         self.completer.complete([item for item, _ in batch], [outcome for _, outcome in batch], gone=gone)
 
-    def in_hand(self) -> list[Item]:
+    @property
+    def abandoned(self) -> int:
+        return self.hung
+
+    def items_in_hand(self) -> list[Item]:
         """The rows being checked, checked or being written (the heartbeat reports their due times)."""
         # Read from the heartbeat thread while the loop changes them: copies (atomic in CPython) first.
         pending, finished, flushing = self.pending.copy(), list(self.finished), list(self.flushing_items)

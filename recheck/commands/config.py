@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pymysql
@@ -95,7 +96,8 @@ def describe(settings: Settings, workloads: list[Workload]) -> list[dict]:
 
 def problems(workloads: list[Workload]) -> list[str]:
     """One line per server that cannot be reached and per table that is not ready."""
-    found, reached = [], {}
+    found: list[str] = []
+    reached: dict[str, bool] = {}
     deployment = deployment_of(workloads)
     try:
         connect_redis(deployment).ping()
@@ -197,7 +199,7 @@ def conflicting(workloads: list[Workload]) -> list[str]:
 
 
 def render(
-    described: list[dict], found: list[str], conflicts: list[str] = (), warnings: list[str] = ()
+    described: list[dict], found: list[str], conflicts: Sequence[str] = (), warnings: Sequence[str] = ()
 ) -> str:
     lines = []
     for workload in described:

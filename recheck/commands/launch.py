@@ -66,7 +66,7 @@ def launch(role: str, body: Callable[[Settings], int], overrides: dict | None = 
     try:
         return body(settings)
     except pymysql.err.MySQLError as error:
-        code = error.args[0] if error.args else None
+        code = error.args[0] if error.args and isinstance(error.args[0], int) else 0
         log.error("mysql error %s%s", error, MYSQL_HINTS.get(code, ""))
         return 1
     except DatabaseDown as error:

@@ -26,6 +26,7 @@ from pathlib import Path
 from recheck.commands.base import Command
 from recheck.commands.launch import positive_float, positive_int
 from recheck.shared.config import Settings, Workload
+from recheck.shared.core.records import StatusFacts
 from recheck.shared.mysql.db import Database, DatabaseDown
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.mysql.schema import require_distinct_tables, require_table
@@ -267,16 +268,16 @@ class Runner:
         self.out.write("\n".join(lines) + "\n")
         return facts.fresh
 
-    def stale_age_s(self, facts: dict) -> float:
+    def stale_age_s(self, facts: StatusFacts) -> float:
         """A row is stale if its last attempt (checked_at: a success or a failure) is older than
         one interval, the longest of any row's with an interval column, plus 1 s of lateness."""
         _, longest = facts.interval_range_s or (facts.interval_s, facts.interval_s)
         return round(longest + 1.0, 3)
 
     def stop_children(self) -> list[tuple[str, int]]:
-        alive = [c for c in self.children if c.process and c.process.poll() is None]
-        for child in alive:
-            child.process.send_signal(signal.SIGTERM)
+        alive = [c.process for c in self.children if c.process and c.process.poll() is None]
+        for process in alive:
+            process.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + self.deployment.shutdown_timeout + 5
         codes = []
         for child in self.children:

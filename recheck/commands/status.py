@@ -8,7 +8,7 @@ import json
 import signal
 import threading
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
@@ -16,6 +16,7 @@ from rich.text import Text
 
 from recheck.commands.base import SERVED, Command, add_workload, workloads_of
 from recheck.shared.config import Settings, Workload
+from recheck.shared.core.records import StatusFacts
 from recheck.shared.mysql.db import Database, DatabaseDown
 from recheck.shared.redis.connection import REDIS_DOWN, connect_redis
 from recheck.shared.redis.store import open_store
@@ -33,7 +34,7 @@ def number(value) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-def view(facts: dict, workload: str | None = None) -> Group:
+def view(facts: StatusFacts, workload: str | None = None) -> Group:
     fresh = facts.fresh
     named = f"{workload} · " if workload else ""
     head = Panel(
@@ -73,7 +74,7 @@ def view(facts: dict, workload: str | None = None) -> Group:
             number(worker.failed),
             number(worker.stale),
         )
-    parts = [head, figures, Text(""), workers]
+    parts: list[RenderableType] = [head, figures, Text(""), workers]
     problems = [f"quarantined {q['id']}: {q['reason']}" for q in facts.quarantined_ids[:5]]
     problems += [f"{g.count:,}x in the last hour: {g.error} (e.g. {', '.join(g.examples[:3])})"
                  for g in facts.errors[:5]]  # fmt: skip
@@ -92,7 +93,7 @@ def watch(workloads: list[Workload], every: float = 1.0) -> int:
     named = len(samplers) > 1
     with Live(Text("sampling…"), refresh_per_second=4, transient=False) as live:
         while not stop.is_set():
-            views = []
+            views: list[RenderableType] = []
             for name, sampler in samplers:
                 try:
                     views.append(view(sampler.sample(), name if named else None))

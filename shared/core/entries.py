@@ -26,9 +26,12 @@ def entry_key(entry: bytes) -> bytes:
     return entry if colon < 0 else entry[:colon]
 
 
+Key = int | str | bytes  # a row's key as the application uses it (keys.py)
+
+
 class Item(NamedTuple):
     entry: bytes
-    id: int | str | bytes  # the row's key as the application uses it (keys.py)
+    id: Key  # the row's key as the application uses it (keys.py)
     due_ms: int
 
 

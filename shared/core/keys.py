@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-from recheck.shared.core.entries import MAX_DUE_MS, MIN_DUE_MS, Item, parse_int_entries
+from recheck.shared.core.entries import MAX_DUE_MS, MIN_DUE_MS, Item, Key, parse_int_entries
 
 MAX_KEY_CHARS = 255  # CHAR/VARCHAR keys
 MAX_KEY_BYTES = 255  # BINARY/VARBINARY keys
@@ -58,18 +58,18 @@ class IntKeys:
     def high(self) -> int:
         return 2**64 - 1 if self.unsigned else 2**63 - 1
 
-    def encode(self, key: int) -> bytes:
-        return b"%d" % key
+    def encode(self, key: Key) -> bytes:
+        return b"%d" % int(key)
 
     def parse(self, raw: list[bytes]) -> tuple[list[Item], list[bytes]]:
         return parse_int_entries(raw, self.low, self.high)
 
-    def decode(self, head: bytes) -> int | None:
+    def decode(self, head: bytes) -> Key | None:
         """An entry's key part (an in-flight field) back to the key; None if it is not one."""
         items, _ = parse_int_entries([head + b":0"], self.low, self.high)
         return items[0].id if items else None
 
-    def ref(self, item: Item) -> int:
+    def ref(self, item: Item) -> Key:
         """The key as the JSON batches carry it."""
         return item.id
 
@@ -82,7 +82,7 @@ class IntKeys:
             raise ValueError(f"{text} is outside the id column's range")
         return key
 
-    def show(self, key: int) -> int:
+    def show(self, key: Key) -> Key:
         return key
 
     @property
@@ -95,7 +95,13 @@ class _HexKeys:
 
     max_bytes: int
 
-    def encode(self, key) -> bytes:
+    def raw(self, key: Key) -> bytes:
+        raise NotImplementedError
+
+    def decode(self, head: bytes) -> Key | None:
+        raise NotImplementedError
+
+    def encode(self, key: Key) -> bytes:
         return self.raw(key).hex().upper().encode()  # the one spelling, as SQL's HEX() writes it
 
     def parse(self, raw: list[bytes]) -> tuple[list[Item], list[bytes]]:
@@ -105,7 +111,7 @@ class _HexKeys:
             head, sep, tail = entry.partition(b":")
             due_ms = _due(tail) if sep else None
             key = self.decode(head) if due_ms is not None and len(head) <= 2 * self.max_bytes else None
-            if key is None:
+            if key is None or due_ms is None:
                 malformed.append(entry)
             else:
                 items.append(Item(entry, key, due_ms))
@@ -129,10 +135,10 @@ class TextKeys(_HexKeys):
         self.charset, self.collation, self.length = charset, collation, length
         self.max_bytes = 4 * length  # UTF-8: at most 4 bytes a character
 
-    def raw(self, key: str) -> bytes:
-        return key.encode("utf-8")
+    def raw(self, key: Key) -> bytes:
+        return str(key).encode("utf-8")
 
-    def decode(self, head: bytes) -> str | None:
+    def decode(self, head: bytes) -> Key | None:
         if not _HEX.fullmatch(head):
             return None
         try:
@@ -146,7 +152,7 @@ class TextKeys(_HexKeys):
             raise ValueError(f"{text!r} is longer than the id column's {self.length} characters")
         return text
 
-    def show(self, key: str) -> str:
+    def show(self, key: Key) -> Key:
         return key
 
     @property
@@ -173,10 +179,10 @@ class BinaryKeys(_HexKeys):
     def __init__(self, length: int = MAX_KEY_BYTES):
         self.length = self.max_bytes = length
 
-    def raw(self, key: bytes) -> bytes:
-        return bytes(key)
+    def raw(self, key: Key) -> bytes:
+        return bytes(key)  # type: ignore[arg-type]  # a binary column's keys are bytes
 
-    def decode(self, head: bytes) -> bytes | None:
+    def decode(self, head: bytes) -> Key | None:
         return bytes.fromhex(head.decode("ascii")) if _HEX.fullmatch(head) else None
 
     def from_text(self, text: str) -> bytes:
@@ -189,8 +195,8 @@ class BinaryKeys(_HexKeys):
             raise ValueError(f"{text!r} is longer than the id column's {self.length} bytes")
         return key
 
-    def show(self, key: bytes) -> str:
-        return key.hex()
+    def show(self, key: Key) -> Key:
+        return key.hex() if isinstance(key, bytes) else key
 
     key_match = "UNHEX(v.row_key)"
     key_out = "HEX({id})"

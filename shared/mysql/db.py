@@ -123,7 +123,9 @@ class Database:
         if self.workload.deployment.db_time_zone:
             # Validated by Workload against a strict pattern, so quoting it here is safe.
             init += f", time_zone = '{self.workload.deployment.db_time_zone}'"
-        tls = {key: value for key, value in target.tls.items() if key in ("ssl_ca", "ssl_cert", "ssl_key")}
+        tls: dict[str, str | bool] = {
+            k: v for k, v in target.tls.items() if k in ("ssl_ca", "ssl_cert", "ssl_key")
+        }
         for flag in ("ssl_verify_cert", "ssl_verify_identity"):
             if flag in target.tls:
                 tls[flag] = target.tls[flag].lower() in ("1", "true", "yes")

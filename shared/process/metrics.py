@@ -17,6 +17,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from functools import cache
+from typing import Any
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, disable_created_metrics, start_http_server
 from prometheus_client.core import HistogramMetricFamily
@@ -280,7 +281,10 @@ class DispatcherMetrics:
 
 
 class WorkloadDispatcherMetrics:
-    """One workload's dispatcher series, under the families' own names."""
+    """One workload's dispatcher series, under the families' own names (bound when made)."""
+
+    def __getattr__(self, name: str) -> Any:  # the series set in __init__, one per family
+        raise AttributeError(name)
 
     def __init__(self, families: DispatcherMetrics, workload: str):
         for name, family in vars(families).items():

@@ -8,6 +8,7 @@ which follows MOVED/ASK redirections and rereads the slot map after a failover o
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import redis
 import redis.cluster
@@ -34,6 +35,12 @@ REDIS_DOWN = (
 # Long enough for a blocking BLMOVE (at most 1 s) plus a slow Lua script; a hung server
 # still surfaces as TimeoutError instead of a stuck process.
 SOCKET_TIMEOUT = 15.0
+
+
+# What connect_redis returns: a Client or a ClusterClient. Typed Any on purpose: redis-py types
+# its replies as unions of str, bytes and Awaitable that no caller here ever sees (a plain,
+# bytes-returning, synchronous client); the Store's methods are typed at their own boundary.
+RedisClient = Any
 
 
 class Client(redis.Redis):
@@ -94,7 +101,7 @@ def is_cluster(client: redis.Redis) -> bool:
         return False
 
 
-def connect_redis(deployment: Deployment, outage: Outage | None = None) -> Client | ClusterClient:
+def connect_redis(deployment: Deployment, outage: Outage | None = None) -> RedisClient:
     """A client for RECHECK_REDIS_URL: plain, or the cluster client if the server is a cluster
     node. outage: a process starting while Redis is away waits until the server can say which,
     reporting it like any outage (one line when it goes, one when it is back); without one

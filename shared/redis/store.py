@@ -34,15 +34,14 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 from importlib import resources
-from typing import NamedTuple, TypeVar
-
-import redis
+from typing import Any, NamedTuple, TypeVar
 
 from recheck.shared.config import Workload
 from recheck.shared.core.entries import make_entry_text
 from recheck.shared.core.limits import NO_LIMIT, PartLimit, partition_limits
 from recheck.shared.core.partitions import partition_of, rotation, split_by_partition
 from recheck.shared.core.records import DispatcherBeat, WorkerBeat
+from recheck.shared.redis.connection import RedisClient
 from recheck.shared.redis.keys import Keys
 
 B = TypeVar("B", WorkerBeat, DispatcherBeat)
@@ -97,7 +96,7 @@ class Overview(NamedTuple):
     leader: str | None
 
 
-def open_store(client: redis.Redis, workload: Workload) -> Store:
+def open_store(client: RedisClient, workload: Workload) -> Store:
     """The store of a workload, over its partitions (one when it is not partitioned), keeping
     its rate_limit and max_in_flight."""
     limits = partition_limits(workload.rate_limit, workload.max_in_flight, workload.partitions)
@@ -112,7 +111,7 @@ def soonest(waits: list[float]) -> float:
 
 class Store:
     def __init__(
-        self, client: redis.Redis, partitions: Keys | list[Keys], limits: list[PartLimit] | None = None
+        self, client: RedisClient, partitions: Keys | list[Keys], limits: list[PartLimit] | None = None
     ):
         self.client = client
         self.partitions = [partitions] if isinstance(partitions, Keys) else list(partitions)
@@ -125,7 +124,8 @@ class Store:
         self._groups_at: set[int] = set()  # partitions seen holding reclaimed groups
         self._lock = threading.Lock()
 
-    def _run(self, name: str, keys: Sequence[str], args: Sequence) -> object:
+    def _run(self, name: str, keys: Sequence[str], args: Sequence) -> Any:
+        """A Lua script's reply: nested lists of integers and bytes, as its header says."""
         return self._scripts[name](keys=list(keys), args=list(args), client=self.client)
 
     def _each(self, command: Callable) -> list:
@@ -374,7 +374,7 @@ class Store:
     # -- failures grouped by error (errors.lua), in the first partition -----------------------
     def record_errors(self, groups: dict[str, tuple[int, list[str]]], now: float) -> None:
         """Add a batch's failures: message -> (how many, example ids)."""
-        args = [round(now, 3), MAX_ERROR_GROUPS, ERROR_EXAMPLES]
+        args: list[float | int | str] = [round(now, 3), MAX_ERROR_GROUPS, ERROR_EXAMPLES]
         for message, (count, examples) in groups.items():
             args += [message, count, json.dumps(examples[-ERROR_EXAMPLES:])]
         self._run("errors", [self.keys.errors, self.keys.errors_seen], args)
@@ -463,9 +463,15 @@ class Store:
         pipe.hget(k.reclaims, key)
         pipe.hget(k.quarantine, key)
         due, reclaims, quarantine = pipe.execute()
-        found = {"in_flight_due_ms": int(due) if due else None, "reclaims": int(reclaims or 0) % DIED_ALONE,
-                 "set_aside_for_quarantine": quarantine is not None, "queue_depth": self.queue_depth(),
-                 "queue_position": None, "suspect_group": False, "worker": None}  # fmt: skip
+        found: dict[str, Any] = {
+            "in_flight_due_ms": int(due) if due else None,
+            "reclaims": int(reclaims or 0) % DIED_ALONE,
+            "set_aside_for_quarantine": quarantine is not None,
+            "queue_depth": self.queue_depth(),
+            "queue_position": None,
+            "suspect_group": False,
+            "worker": None,
+        }
         if due is None:
             return found
         entry = make_entry_text(key, due)

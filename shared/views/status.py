@@ -405,7 +405,7 @@ def render(facts: StatusFacts, workload: str | None = None) -> str:
 
 def due_ahead_warning(facts: StatusFacts) -> str:
     return (
-        f"{capped(facts.due_ahead_unchecked, facts)} rows never checked are due more than their "
+        f"{capped(facts.due_ahead_unchecked or 0, facts)} rows never checked are due more than their "
         "interval ahead: rows are due when inserted, so were they inserted from a session in another "
         "time zone? (`recheck config` tells; docs/application-api.md)"
     )

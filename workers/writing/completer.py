@@ -25,7 +25,7 @@ from recheck.shared.config import Workload
 from recheck.shared.core.entries import Item
 from recheck.shared.core.failures import error_group
 from recheck.shared.mysql.db import Database
-from recheck.shared.process.metrics import RecentMax, WorkerMetrics
+from recheck.shared.process.metrics import RecentMax, WorkloadWorkerMetrics
 from recheck.shared.redis.connection import REDIS_DOWN
 from recheck.shared.redis.store import Counts, Store
 from recheck.workers.checks import Outcome
@@ -65,7 +65,7 @@ class Completer:
         store: Store,
         worker_id: str,
         persist: Callable,
-        metrics: WorkerMetrics,
+        metrics: WorkloadWorkerMetrics,
         whole_batches: bool,
         slots: WriteSlots,
     ):
@@ -95,7 +95,7 @@ class Completer:
         """Write the outcomes back (fenced), then acknowledge; malformed entries are dropped, and
         so are those of rows deleted since their dispatch (`gone`: nothing to check or write)."""
         entries = [item.entry for item in items]
-        written = NOTHING_WRITTEN
+        written: Written | None = NOTHING_WRITTEN
         self.last_error = next((o.text for o in reversed(outcomes) if not o.ok), self.last_error)
         if items:
             with self.slots.held():  # waiting for a slot is not a stuck write: its clock starts after
@@ -137,7 +137,8 @@ class Completer:
     def record_errors(self, items: Sequence[Item], outcomes: Sequence[Outcome]) -> None:
         """Count this batch's failures by error in Redis (best effort: status and the dashboard
         group failing rows by them without scanning the table)."""
-        show, groups = self.writeback.keys.show, {}
+        show = self.writeback.keys.show
+        groups: dict[str, tuple[int, list[str]]] = {}
         for item, outcome in zip(items, outcomes, strict=True):
             if not outcome.ok:
                 group = error_group(outcome.text)

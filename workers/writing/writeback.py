@@ -113,7 +113,8 @@ def split_outcomes(
     their columns; a success gets its next interval as a fourth element, in microseconds, when
     its check asked for one (Recheck, kept within [due.low, due.high]) or when it is jittered
     here (see NextDue)."""
-    successes, failures = [], []
+    successes: list[tuple] = []
+    failures: list[tuple] = []
     ref = keys.ref
     low, high = due.low, due.high
     here = due.interval_us is not None and due.jitter > 0
@@ -125,7 +126,7 @@ def split_outcomes(
         text = clip(outcome.text, result_limit)
         if outcome.after is not None:
             after_us = min(max(round(outcome.after * 1_000_000), low), high)
-        elif here:
+        elif here and due.interval_us is not None:
             after_us = due.interval_us
         else:  # the SQL's own interval
             successes.append((key, item.due_ms, text))
@@ -294,7 +295,7 @@ class WritePlan:
         failed = counts[1 if self.successes else 0] if self.failures else 0
         stale = len(self.successes) - succeeded + len(self.failures) - failed
         recorded = 0
-        if before:
+        if before and self.shown is not None:
             maybe = candidates(before, self.successes)
             after = {}
             if maybe:  # read back, in the column's own type, only what may have changed
