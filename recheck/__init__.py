@@ -8,12 +8,17 @@ recheck.dispatcher, recheck.commands) may change between releases:
 - ``per_row`` and ``batch``: decorators that say how a plain function is called (one row at a
   time in a thread pool, or a list of rows at a time);
 - ``Client``: the application's side: ``now``, ``pause``, ``resume``, ``state`` and ``changes``
-  (the change feed), with ``Acted`` and ``Change``, what they return.
+  (the change feed), with ``Acted`` and ``Change``, what they return;
+- ``JsonFormatter``: recheck's one-JSON-object-per-line log format, for a logging configuration
+  of your own (``RECHECK_LOG_CONFIG``: ``{"()": "recheck.JsonFormatter"}``);
+- ``RecheckError``: the root of every exception recheck raises on purpose.
 """
 
 from recheck.workers.checks import Recheck, batch, per_row
 
-__all__ = ["Acted", "Change", "Client", "Recheck", "batch", "per_row"]
+from recheck.shared.errors import RecheckError
+
+__all__ = ["Acted", "Change", "Client", "JsonFormatter", "Recheck", "RecheckError", "batch", "per_row"]
 _CLIENT = ("Acted", "Change", "Client")  # imported when first asked for: a worker never needs them
 
 
@@ -22,4 +27,8 @@ def __getattr__(name: str):
         import recheck.client as client
 
         return getattr(client, name)
+    if name == "JsonFormatter":
+        from recheck.shared.process.logs import JsonFormatter
+
+        return JsonFormatter
     raise AttributeError(f"module 'recheck' has no attribute {name!r}")

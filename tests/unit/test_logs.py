@@ -9,6 +9,7 @@ import pytest
 
 from recheck.shared.config import ConfigError
 from recheck.shared.process.logs import setup_logging
+from tests.support.helpers import docs_text
 
 
 @pytest.fixture
@@ -48,12 +49,11 @@ def test_only_recheck_logs_at_info_other_loggers_from_warning(capsys, restore_ro
 
 
 def test_a_dictconfig_file_brings_a_librarys_info_lines_back_in_json(capsys, restore_root_logger, tmp_path):
+    """The example of docs/operating.md, as written: its formatter is the public recheck.JsonFormatter."""
+    example = docs_text("operating.md").split("as JSON for a log shipper:", 1)[1]
     config = tmp_path / "logging.json"
-    config.write_text(json.dumps({
-        "formatters": {"json": {"()": "recheck.shared.process.logs.JsonFormatter"}},
-        "handlers": {"out": {"class": "logging.StreamHandler", "formatter": "json"}},
-        "loggers": {"httpx": {"level": "INFO", "handlers": ["out"], "propagate": False}},
-    }))  # fmt: skip
+    config.write_text(example.split("```json", 1)[1].split("```", 1)[0])
+    assert '"recheck.JsonFormatter"' in config.read_text()
     setup_logging("worker", config_file=str(config))
     logging.getLogger("httpx").info("HTTP Request: GET http://example 200 OK")
     logging.getLogger("recheck.workers.lane").info("still here")
