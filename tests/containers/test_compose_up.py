@@ -9,7 +9,7 @@ runs it last.
    what they held; nothing reclaimed), `down -v` (nothing left).
 2. deploy/app/compose.yaml, copied out of the checkout as a user would, beside an "application's"
    MariaDB container with its own table: the preflight, `init-db` (prints, changes nothing),
-   `init-db --apply`, up, every row checked by the example check (httpx from its own lock).
+   `init-db --apply`, up, every row checked by the example check (aiohttp from its own lock).
 
 Whatever happens, each project is removed at the end (containers, networks, volumes), and a
 previous run's leftovers at the start. Each phase prints its time (pytest -s).
@@ -300,7 +300,7 @@ def test_the_application_compose_beside_an_applications_own_mariadb(engine, clea
             assert table() == original  # printed, nothing changed
             before = compose.run("--no-deps", "recheck", check=False)  # .env's user: not there yet
             assert before.returncode == 1 and "Access denied" in before.stdout, before.stdout
-            assert "the check imports: a per-row check (async)" in before.stdout  # httpx from its lock
+            assert "the check imports: a per-row check (async)" in before.stdout  # aiohttp from its lock
             user = ("-e", "RECHECK_APP_USER=recheck", "-e", "RECHECK_APP_PASSWORD=recheck-app-pw")
             compose.run("--no-deps", "-e", admin, *user, "recheck", "init-db", "--apply")
             assert table() != original and "next_check_at" in table()

@@ -4,13 +4,17 @@ A per-row async check: it gets each monitor's row (its `url` column, read by rec
 whole take in one statement) and GETs the URL. The result is "up", or "down: <why>" with the
 monitor due again after UPTIME_RETRY_S seconds instead of its interval. Its own settings
 (UPTIME_*) come from the compose file's env_file, like any setting of the application.
+
+aiohttp, one session per worker process: with httpx a worker process tops out at about 800
+calls/s whatever RECHECK_CONCURRENCY (docs/performance.md, "A per-row HTTP check: which client").
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 
-import httpx
+import aiohttp
 
 from recheck import Recheck
 
@@ -18,22 +22,29 @@ TIMEOUT_S = float(os.environ.get("UPTIME_TIMEOUT_S", "5"))
 RETRY_S = float(os.environ.get("UPTIME_RETRY_S", "30"))
 USER_AGENT = os.environ.get("UPTIME_USER_AGENT", "recheck-uptime")
 
-_client: httpx.AsyncClient | None = None
+_session: aiohttp.ClientSession | None = None
 
 
-def client() -> httpx.AsyncClient:
-    """One client (one connection pool) per worker lane, made inside its event loop."""
-    global _client
-    if _client is None:
-        _client = httpx.AsyncClient(timeout=TIMEOUT_S, headers={"User-Agent": USER_AGENT})
-    return _client
+def session() -> aiohttp.ClientSession:
+    """One session (one connection pool) per worker process, made inside its event loop, with no
+    connection cap of its own: RECHECK_CONCURRENCY already bounds the calls (aiohttp's default
+    cap of 100 would queue the rest)."""
+    global _session
+    if _session is None:
+        _session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0),
+            timeout=aiohttp.ClientTimeout(total=TIMEOUT_S),
+            headers={"User-Agent": USER_AGENT},
+        )
+    return _session
 
 
 async def check(row) -> str | Recheck:
     try:
-        response = await client().get(row["url"])
-    except httpx.HTTPError as error:
+        async with session().get(row["url"]) as response:
+            status = response.status
+    except (aiohttp.ClientError, asyncio.TimeoutError) as error:
         return Recheck(f"down: {type(error).__name__}", after=RETRY_S)
-    if response.status_code >= 400:
-        return Recheck(f"down: HTTP {response.status_code}", after=RETRY_S)
+    if status >= 400:
+        return Recheck(f"down: HTTP {status}", after=RETRY_S)
     return "up"
