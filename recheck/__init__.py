@@ -14,9 +14,8 @@ recheck.dispatcher, recheck.commands) may change between releases:
 - ``RecheckError``: the root of every exception recheck raises on purpose.
 """
 
-from recheck.workers.checks import Recheck, batch, per_row
-
 from recheck.shared.errors import RecheckError
+from recheck.workers.checks import Recheck, batch, per_row
 
 __all__ = ["Acted", "Change", "Client", "JsonFormatter", "Recheck", "RecheckError", "batch", "per_row"]
 _CLIENT = ("Acted", "Change", "Client")  # imported when first asked for: a worker never needs them

@@ -11,7 +11,6 @@ calls/s whatever RECHECK_CONCURRENCY (docs/performance.md, "A per-row HTTP check
 
 from __future__ import annotations
 
-import asyncio
 import os
 
 import aiohttp
@@ -43,7 +42,7 @@ async def check(row) -> str | Recheck:
     try:
         async with session().get(row["url"]) as response:
             status = response.status
-    except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+    except (TimeoutError, aiohttp.ClientError) as error:
         return Recheck(f"down: {type(error).__name__}", after=RETRY_S)
     if status >= 400:
         return Recheck(f"down: HTTP {status}", after=RETRY_S)
