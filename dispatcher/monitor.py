@@ -30,6 +30,7 @@ class Monitor:
         self._lock = threading.Lock()
         metrics.interval.set(workload.interval)  # until a sample has read the rows' own (interval column)
         metrics.failing_threshold.set(workload.failing_threshold)
+        metrics.one_shot.set(1 if workload.once else 0)
 
     def run_once(self) -> StatusFacts:
         facts = self.sampler.sample()
@@ -73,6 +74,10 @@ class Monitor:
         m.live_workers.set(facts.live_workers)
         m.quarantined_rows.set(facts.quarantined)
         m.paused_rows.set(facts.paused)
+        if facts.once:
+            m.dead_rows.set(facts.dead)
+            if facts.pending is not None:
+                m.pending_rows.set(facts.pending)
         m.limited.set(1 if facts.limited_by else 0)
         m.rate_limit.set(facts.rate_limit)
         if facts.failing_rows is not None:

@@ -140,7 +140,10 @@ class Sweeper:
 
 class OrphanCollector(Job):
     """Release in-flight ids (due more than orphan_after ago) that nothing holds; and the
-    housekeeping of the same period: error groups nobody saw for a day, the change feed's oldest."""
+    housekeeping of the same period: error groups nobody saw for a day, the change feed's oldest,
+    a one-shot workload's done rows older than keep_done."""
+
+    trim_after: Key | None = None  # where the walk of done rows goes on (keep_done); None: from the first
 
     def candidates(self, partition: int, cutoff_ms: int, limit: int = 1000) -> list[bytes]:
         """id, due pairs in flight for a due time older than the cutoff (HSCAN: never blocks Redis)."""
@@ -157,6 +160,11 @@ class OrphanCollector(Job):
         self.store.prune_errors(db_epoch - ERRORS_KEPT_S)  # groups nobody saw for a day
         if self.workload.changes:  # the change feed keeps its newest changes_keep
             self.rows.trim_changes(self.workload.changes_keep)
+        if self.workload.keep_done:
+            trimmed, self.trim_after = self.rows.trim_done(self.workload.keep_done, self.trim_after)
+            if trimmed:
+                log.info("%sdeleted %d done rows older than keep_done (%g s)", self.workload.log_prefix,
+                         trimmed, self.workload.keep_done)  # fmt: skip
         now_ms = datetime_to_ms(db_now)
         cutoff_ms = now_ms - round(self.workload.deployment.orphan_after * 1000)
         ids: list[Key] = []

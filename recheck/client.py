@@ -104,8 +104,12 @@ class Client:
     def release(self, ids: Iterable) -> Acted:
         return self.actions.release(ids)
 
+    def retry(self, ids: Iterable) -> Acted:
+        return self.actions.retry(ids)
+
     now.__doc__, pause.__doc__ = Actions.now.__doc__, Actions.pause.__doc__
     resume.__doc__, release.__doc__ = Actions.resume.__doc__, Actions.release.__doc__
+    retry.__doc__ = Actions.retry.__doc__
 
     def state(self, row_id) -> dict | None:
         """One row's story, as `recheck inspect` tells it (None: no such row)."""

@@ -17,14 +17,15 @@ from recheck.shared.mysql.rows import Rows
 from recheck.shared.redis.connection import REDIS_DOWN
 from recheck.shared.redis.store import Store
 
-ACTIONS = ("now", "pause", "resume", "release")  # what the command line and the dashboard offer
+ACTIONS = ("now", "pause", "resume", "release", "retry")  # what the command line and the dashboard offer
 
 
 @dataclass(frozen=True)
 class Acted:
     """What an action did: the rows it applied to, the ids the table does not have, and the rows
-    it left alone because of their state (`now`: paused or quarantined; `pause`: quarantined;
-    `resume`: not paused; `release`: not quarantined). Rows as their keys are stored."""
+    it left alone because of their state (`now`: paused, quarantined or dead; `pause`:
+    quarantined; `resume`: not paused; `release`: not quarantined; `retry`: not dead). Rows as
+    their keys are stored."""
 
     done: list
     missing: list
@@ -43,10 +44,10 @@ class Actions:
 
     def now(self, ids: Iterable) -> Acted:
         """Check these rows within a poll, even if due in an hour; a row in flight is checked
-        again right after (the running check's write is fenced out). Paused and quarantined
-        rows are left alone."""
+        again right after (the running check's write is fenced out); a done one-shot row is
+        enqueued again. Paused, quarantined and dead rows are left alone."""
         found, missing = self._existing(ids)
-        active = [key for key, (paused, quarantined) in found.items() if not (paused or quarantined)]
+        active = [key for key, s in found.items() if not (s.paused or s.quarantined or s.dead)]
         self.rows.mark_now(active)
         self._ask(active)
         return Acted(active, missing, left_alone(found, active))
@@ -56,14 +57,14 @@ class Actions:
         nothing per poll and lives in MySQL (a parked due time), so it survives restarts and the
         loss of Redis. Quarantined rows stay so (release them)."""
         found, missing = self._existing(ids)
-        pausable = [key for key, (_, quarantined) in found.items() if not quarantined]
+        pausable = [key for key, s in found.items() if not (s.quarantined or s.dead or s.done)]
         self.rows.pause(pausable)
         return Acted(pausable, missing, left_alone(found, pausable))
 
     def resume(self, ids: Iterable) -> Acted:
         """Paused rows due now."""
         found, missing = self._existing(ids)
-        paused = [key for key, (was_paused, _) in found.items() if was_paused]
+        paused = [key for key, state in found.items() if state.paused]
         self.rows.resume(paused)
         self._ask(paused)
         return Acted(paused, missing, left_alone(found, paused))
@@ -71,13 +72,22 @@ class Actions:
     def release(self, ids: Iterable) -> Acted:
         """Quarantined rows back into rotation, due now (their reclaim counts start again)."""
         found, missing = self._existing(ids)
-        quarantined = [key for key, (_, was_quarantined) in found.items() if was_quarantined]
+        quarantined = [key for key, state in found.items() if state.quarantined]
         self.rows.release(quarantined)
         if quarantined:
             with contextlib.suppress(*REDIS_DOWN):
                 self.store().forget_reclaims([self.rows.keys.encode(key) for key in quarantined])
         self._ask(quarantined)
         return Acted(quarantined, missing, left_alone(found, quarantined))
+
+    def retry(self, ids: Iterable) -> Acted:
+        """Dead one-shot rows back in line, due now, with max_attempts more (their last error
+        stays until the next attempt)."""
+        found, missing = self._existing(ids)
+        dead = [key for key, state in found.items() if state.dead]
+        self.rows.retry(dead)
+        self._ask(dead)
+        return Acted(dead, missing, left_alone(found, dead))
 
     def key(self, row_id):
         """An id as the application holds it (int, str, bytes), or as text (a binary key in

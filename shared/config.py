@@ -334,6 +334,19 @@ class WorkloadFields(BaseModel):
     # table's own (changes_table: `<table>_recheck_changes`), the newest changes_keep kept.
     changes: bool = False
     changes_keep: Annotated[int, Field(ge=1_000, le=1_000_000_000)] = 1_000_000
+    # One-shot rows (a job or outbox table: docs/queue-tables.md): a row is handled once. A
+    # success is done (its due column cleared; done = "delete": the row deleted by the same
+    # fenced write), a Recheck(after=) reschedules it instead; a failure is retried with backoff
+    # (retry_base doubling, at most retry_max) up to max_attempts in all, then the row is dead:
+    # kept, never dispatched, until `recheck retry`. pending: which rows of an existing table are
+    # still to do (an SQL condition such as "status = 0", used once by `init-db --apply`: the
+    # others are done). keep_done: done rows older than this many seconds are deleted, in small
+    # batches (0: kept).
+    once: bool = False
+    done: Literal["keep", "delete"] = "keep"
+    max_attempts: Annotated[int, Field(ge=1, le=1000)] = 5
+    pending: str = ""
+    keep_done: Annotated[float, Field(ge=0, le=86_400 * 3650)] = 0.0
     # A provider's limits, over every worker of the deployment (0 = none): checks started per
     # second, and checks running at once (shared/core/limits.py and shared/redis/lua/pop.lua keep them).
     rate_limit: Annotated[float, Field(ge=0, le=10_000_000)] = 0.0
@@ -388,6 +401,10 @@ class Workload(WorkloadFields):
         ]
         if len({c.lower() for c in columns}) != len(columns):
             raise ValueError("id_column: the configured column names must all be different")
+        if not self.once and (self.done != "keep" or self.pending or self.keep_done):
+            raise ValueError("done: done, pending and keep_done are for one-shot workloads (once = true)")
+        if self.once and self.changes and self.done == "delete":
+            raise ValueError("changes: a row deleted when done has no stored result to compare (done = keep)")
         if 0 < self.max_in_flight < self.partitions:
             raise ValueError(
                 "max_in_flight: must be at least `partitions` (each partition keeps a share of it)"

@@ -1,5 +1,6 @@
-"""`recheck now`, `pause`, `resume` and `release ID...`: what the application's Client does
-(recheck/client.py), and putting quarantined rows back, from the command line."""
+"""`recheck now`, `pause`, `resume`, `release` and `retry ID...`: what the application's Client
+does (recheck/client.py), putting quarantined rows back and dead one-shot rows in line again,
+from the command line."""
 
 from __future__ import annotations
 
@@ -34,9 +35,10 @@ def act(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-DONE = {"now": "due now", "pause": "paused", "resume": "resumed, due now", "release": "released, due now"}
-LEFT_ALONE = {"now": "paused or quarantined", "pause": "quarantined: release them", "resume": "not paused",
-              "release": "not quarantined"}  # fmt: skip
+DONE = {"now": "due now", "pause": "paused", "resume": "resumed, due now", "release": "released, due now",
+        "retry": "back in line, due now"}  # fmt: skip
+LEFT_ALONE = {"now": "paused, quarantined or dead", "pause": "quarantined, dead or done",
+              "resume": "not paused", "release": "not quarantined", "retry": "not dead"}  # fmt: skip
 
 
 def ids_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,5 +54,7 @@ COMMANDS = [
     Command("resume", "check paused rows again, starting now", SERVED, act, ids_arguments,
             epilog="Exit code: 0, or 1 naming ids the table does not have."),
     Command("release", "put quarantined rows back into rotation (due now)", SERVED, act, ids_arguments,
+            epilog="Exit code: 0, or 1 naming ids the table does not have."),
+    Command("retry", "run dead one-shot rows again (due now, max_attempts more)", SERVED, act, ids_arguments,
             epilog="Exit code: 0, or 1 naming ids the table does not have."),
 ]  # fmt: skip

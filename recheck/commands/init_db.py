@@ -108,15 +108,31 @@ def prepare_table(
         say(f"table {where} is ready")
         return 0
     statement = plan.alter_statement(workload)
+    existing = Rows(workload, db).count() if plan.adds_due and workload.once else 0
+    if existing and not workload.pending:
+        say(f"table {where} is a one-shot workload's with {existing:,} rows already: say which of them are "
+            f"still to do with {workload.setting_name('pending')} (an SQL condition, e.g. \"status = 0\"; "
+            "\"true\" for every row); the others are taken as done. Nothing was changed.")  # fmt: skip
+        return 1
     if not apply:
         say(f"table {where} needs this change:\n\n{statement};\n")
-        if plan.adds_due:
+        if plan.adds_due and workload.once:
+            which = workload.pending or "true"
+            say(f"(then, with --apply: the rows where {which} are due at once, the others done, and "
+                "rows inserted later are due when inserted)")  # fmt: skip
+        elif plan.adds_due:
             say("(every existing row then gets one due time; --apply spreads them over one interval)")
         say("run `recheck init-db --apply` to apply it, or apply it yourself")
         return 1
     db.execute(statement)
     say(f"altered table {where}:\n\n{statement};")
-    if plan.adds_due:
+    if plan.adds_due and workload.once:
+        table = Rows(workload, db)
+        table.adopt_pending(progress)
+        pending = table.count_pending(existing + 1)
+        which = workload.pending or "true"
+        say(f"{pending:,} of {existing:,} rows are due now (where {which}), the others done")
+    elif plan.adds_due:
         rows = spread(workload, db, progress)
         say(f"spread the due times of {rows:,} rows over {workload.interval:g} s")
     return 0

@@ -199,6 +199,12 @@ class StatusFacts(Record):
     overdue_interval: int = 0
     quarantined: int = 0
     paused: int = 0
+    # One-shot workloads (once = true): rows still to do (capped like the other counts), and dead
+    # ones (failed max_attempts times) with the first few of them.
+    once: bool = False
+    pending: int | None = None
+    dead: int = 0
+    dead_ids: list[dict[str, Any]] = field(default_factory=list)  # {"id", "fails", "error"}
     failing_rows: int | None = None
     due_ahead_unchecked: int | None = None  # never checked, due beyond their interval
     quarantined_ids: list[dict[str, Any]] = field(default_factory=list)  # {"id", "reason"}

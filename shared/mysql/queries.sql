@@ -202,6 +202,48 @@ JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
  AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
 SET t.{due} = t.{checked} + INTERVAL {retry_due_us} MICROSECOND
 
+-- name: write_done
+-- One-shot workloads (`once = true`): successes without a Recheck(after=) are done. Fenced like
+-- write_success; the due column cleared (NULL), so a done row never enters the keyset's range
+-- (`due <= NOW(3)` is never true of NULL) and costs nothing per poll however many there are.
+UPDATE {table} AS t
+JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
+        {key_column},
+        due_ms BIGINT PATH '$[1]',
+        result VARCHAR(1024) PATH '$[2]')) AS v
+  ON t.{id} = {key_match}
+ AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
+SET t.{result} = v.result,
+    t.{checked} = NOW(3),
+    t.{due} = NULL,
+    t.{count} = t.{count} + 1,
+    t.{fails} = 0,
+    t.{error} = NULL
+
+-- name: delete_done
+-- One-shot workloads with `done = "delete"`: a done row is deleted by the same fenced statement
+-- (a late or duplicate worker deletes nothing: the row, or its due time, is gone).
+DELETE t
+FROM {table} AS t
+JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
+        {key_column},
+        due_ms BIGINT PATH '$[1]')) AS v
+  ON t.{id} = {key_match}
+ AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
+
+-- name: schedule_retry_once
+-- Second statement for failed rows of a one-shot workload: retried after retry_base * 2^(failures
+-- - 1), at most retry_max ({retry_due_us}), until %(max_attempts)s failures; then dead, parked
+-- at 9999-12-29 with its last error: never dispatched, kept, `recheck retry` puts it back.
+UPDATE {table} AS t
+JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
+        {key_column},
+        due_ms BIGINT PATH '$[1]')) AS v
+  ON t.{id} = {key_match}
+ AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
+SET t.{due} = IF(t.{fails} >= %(max_attempts)s, TIMESTAMP'9999-12-29 00:00:00',
+                 t.{checked} + INTERVAL {retry_due_us} MICROSECOND)
+
 -- name: quarantine
 -- Park rows whose check keeps killing workers: a due time in year 9999 is never reached, the
 -- reason goes to the error column. Fenced like a write-back. `recheck release` undoes it.
@@ -220,31 +262,43 @@ UPDATE {table}
 SET {due} = NOW(3), {error} = NULL, {fails} = 0
 WHERE {id} IN %(ids)s AND {due} = TIMESTAMP'9999-12-31 00:00:00'
 
+-- name: retry
+-- `recheck retry`: dead rows of a one-shot workload back in line, due now, their failures
+-- forgotten (max_attempts more), their last error kept until the next attempt.
+UPDATE {table}
+SET {due} = NOW(3), {fails} = 0
+WHERE {id} IN %(ids)s AND {due} = TIMESTAMP'9999-12-29 00:00:00'
+
 -- Parked rows: a due time in year 9999 is never reached, so the keyset over the due index never
 -- reads them (pausing costs nothing per poll). Quarantined rows are parked at 9999-12-31 00:00,
--- paused ones at 9999-12-30 00:00; any other due time from 9999-01-01 on (one an application
--- wrote by hand) counts as paused too.
+-- paused ones at 9999-12-30 00:00, dead ones (one-shot workloads) at 9999-12-29 00:00; any other
+-- due time from 9999-01-01 on (one an application wrote by hand) counts as paused too.
 
 -- name: key_states
--- Which of these keys exist, and whether each is paused or quarantined (the application's
+-- Which of these keys exist, and whether each is paused, quarantined or dead (the application's
 -- actions report the others as missing).
 SELECT {id},
-       {due} >= TIMESTAMP'9999-01-01 00:00:00' AND {due} <> TIMESTAMP'9999-12-31 00:00:00',
-       {due} = TIMESTAMP'9999-12-31 00:00:00'
+       COALESCE({due} >= TIMESTAMP'9999-01-01 00:00:00' AND {due} <> TIMESTAMP'9999-12-31 00:00:00'
+                AND {due} <> TIMESTAMP'9999-12-29 00:00:00', FALSE),
+       COALESCE({due} = TIMESTAMP'9999-12-31 00:00:00', FALSE),
+       COALESCE({due} = TIMESTAMP'9999-12-29 00:00:00', FALSE),
+       {due} IS NULL
 FROM {table}
 WHERE {id} IN %(ids)s
 
 -- name: mark_now
--- `recheck now`: due now, unless paused or quarantined. NOW(3) in recheck's own session (its
--- time zone); the application's plain SQL for the same is in docs/application-api.md.
+-- `recheck now`: due now, unless paused, quarantined or dead; a done one-shot row (NULL) is
+-- enqueued again. NOW(3) in recheck's own session (its time zone); the application's plain SQL
+-- for the same is in docs/application-api.md.
 UPDATE {table} SET {due} = NOW(3)
-WHERE {id} IN %(ids)s AND {due} < TIMESTAMP'9999-01-01 00:00:00'
+WHERE {id} IN %(ids)s AND ({due} < TIMESTAMP'9999-01-01 00:00:00' OR {due} IS NULL)
 
 -- name: pause
 -- `recheck pause`: never dispatched until resumed; a check in flight meanwhile is fenced out.
--- Quarantined rows stay quarantined (`release` is their way back).
+-- Quarantined and dead rows stay so (`release` and `retry` are their ways back), done rows too.
 UPDATE {table} SET {due} = TIMESTAMP'9999-12-30 00:00:00'
 WHERE {id} IN %(ids)s AND {due} <> TIMESTAMP'9999-12-31 00:00:00'
+  AND {due} <> TIMESTAMP'9999-12-29 00:00:00'
 
 -- name: resume
 -- `recheck resume`: paused rows due now.
@@ -264,6 +318,55 @@ WHERE {id} IN %(ids)s AND {due} <= NOW(3)
 -- A range of the due index (parked rows sort last): cheap however many rows are due.
 SELECT COUNT(*) FROM {table}
 WHERE {due} >= TIMESTAMP'9999-01-01 00:00:00' AND {due} <> TIMESTAMP'9999-12-31 00:00:00'
+  AND {due} <> TIMESTAMP'9999-12-29 00:00:00'
+
+-- name: count_dead
+-- One-shot rows that failed max_attempts times: one point of the due index.
+SELECT COUNT(*) FROM {table} WHERE {due} = TIMESTAMP'9999-12-29 00:00:00'
+
+-- name: list_dead
+SELECT {id}, {fails}, {error} FROM {table}
+WHERE {due} = TIMESTAMP'9999-12-29 00:00:00'
+ORDER BY {id}
+LIMIT %(limit)s
+
+-- name: count_pending
+-- One-shot rows still to do (due now or later, not parked), counted through the due index up to
+-- %(cap)s: done rows (a NULL due time) are not in the range.
+SELECT COUNT(*) FROM (
+    SELECT 1 FROM {table}
+    WHERE {due} < TIMESTAMP'9999-01-01 00:00:00'
+    LIMIT %(cap)s) AS pending
+
+-- name: now_minus
+-- The database clock %(us)s microseconds ago (in recheck's session time zone).
+SELECT NOW(3) - INTERVAL %(us)s MICROSECOND
+
+-- name: done_chunk_end
+-- `keep_done`: the done rows (a NULL due time) are walked in key order, %(limit)s at a time, from
+-- the due index (it holds them as (NULL, key)): the last key of the next chunk after %(after)s
+-- (NULL: from the first), or NULL at the end. A plain read: it locks nothing.
+SELECT MAX({id}) FROM (
+    SELECT {id} FROM {table}
+    WHERE {due} IS NULL AND (%(after)s IS NULL OR {id} > %(after)s)
+    ORDER BY {id} LIMIT %(limit)s
+) AS chunk
+
+-- name: trim_done_chunk
+-- `keep_done`: the done rows of one chunk (keys after %(after)s up to %(last)s) last attempted
+-- before %(before)s, deleted. The key range bounds what the statement reads and locks: at most a
+-- chunk of done rows, never the pending ones, never the rows being written back or inserted.
+DELETE FROM {table}
+WHERE {due} IS NULL AND (%(after)s IS NULL OR {id} > %(after)s) AND {id} <= %(last)s
+  AND {checked} < %(before)s
+
+-- name: adopt_pending
+-- `init-db --apply` adopting a queue table for a one-shot workload, one primary-key chunk at a
+-- time (as spread_due): the rows the workload's `pending` condition names are due now, the
+-- others done ({pending} is that condition, from the operator's own configuration).
+UPDATE {table}
+SET {due} = IF(COALESCE(({pending}), FALSE), NOW(3), NULL)
+WHERE (%(after)s IS NULL OR {id} > %(after)s) AND {id} <= %(last)s
 
 -- name: one_row
 -- `recheck inspect`: one row by its key, with the database clock's view of its lateness. The key
@@ -404,7 +507,7 @@ CREATE TABLE IF NOT EXISTS {table} (
     {id} BIGINT UNSIGNED NOT NULL,
     {result} VARCHAR(255) NULL COMMENT 'recheck: the last check''s result',
     {checked} DATETIME(3) NULL COMMENT 'recheck: database time of the last completed check',
-    {due} DATETIME(3) NOT NULL DEFAULT {due_default} COMMENT 'recheck: when the row is next due',
+    {due} DATETIME(3) {due_null} DEFAULT {due_default} COMMENT 'recheck: when the row is next due',
     {count} INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'recheck: completed checks',
     {fails} INT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'recheck: consecutive failed checks',
     {error} VARCHAR(255) NULL COMMENT 'recheck: the last failure or quarantine reason',

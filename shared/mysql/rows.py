@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 import pymysql
 
 from recheck.shared.config import Workload
+from recheck.shared.core.entries import Key
 from recheck.shared.core.keys import KeyKind
 from recheck.shared.mysql.batches import batch_json, sql_datetime
 from recheck.shared.mysql.db import LOCKED_NOWAIT, Database, error_code
@@ -25,6 +27,17 @@ from recheck.shared.mysql.schema import Table, describe_table
 from recheck.shared.mysql.sql import Queries, interval_params
 
 Statement = tuple[str, dict | list]
+
+
+class KeyState(NamedTuple):
+    """What an action needs to know of a row: parked, and how."""
+
+    paused: bool
+    quarantined: bool
+    dead: bool = False
+    done: bool = False  # a one-shot row done (its due time cleared)
+
+
 SEED_CHUNK = 100_000  # rows per INSERT ... SELECT (what seed_rows can generate in one statement)
 SPREAD_CHUNK = 5_000  # rows per UPDATE when spreading due times: short transactions on a live table
 
@@ -84,20 +97,29 @@ class Rows:
         """Rows (key, due_ms, result[, after_us]) written as checked, fenced on their due time."""
         return self.queries.write_success, {"batch": batch_json(successes), **interval_params(self.workload)}
 
+    def write_done(self, done: Sequence[tuple]) -> Statement:
+        """One-shot rows (key, due_ms, result) done, fenced: their due time cleared, or with
+        `done = "delete"` the rows deleted."""
+        if self.workload.done == "delete":
+            return self.queries.delete_done, {"batch": batch_json((key, due_ms) for key, due_ms, *_ in done)}
+        return self.queries.write_done, {
+            "batch": batch_json((key, due_ms, result) for key, due_ms, result, *_ in done)
+        }
+
     def write_failures(self, failures: Sequence[tuple]) -> list[Statement]:
         """Rows (key, due_ms, error) written as failed, then their retry scheduled (two statements:
-        MySQL does not promise the order of a multi-table UPDATE's assignments)."""
+        MySQL does not promise the order of a multi-table UPDATE's assignments); a one-shot row
+        that failed max_attempts times is dead instead."""
         s = self.workload
         retry = {
             "batch": batch_json((key, due_ms) for key, due_ms, _ in failures),
             "retry_base_ms": round(s.retry_base * 1000),
             "retry_max_ms": round(s.retry_max * 1000),
+            "max_attempts": s.max_attempts,
             **interval_params(s),
         }
-        return [
-            (self.queries.record_failure, {"batch": batch_json(failures)}),
-            (self.queries.schedule_retry, retry),
-        ]
+        schedule = self.queries.schedule_retry_once if s.once else self.queries.schedule_retry
+        return [(self.queries.record_failure, {"batch": batch_json(failures)}), (schedule, retry)]
 
     def read_before_write(self, refs: Sequence[tuple]) -> Statement:
         """For the change feed: rows (key, due_ms) as they are, locked, fenced like the writes;
@@ -141,11 +163,15 @@ class Rows:
 
     # -- the application's actions: now, pause, resume ---------------------------------------------
     def key_states(self, keys: Sequence) -> dict:
-        """key as stored -> (paused, quarantined), for the keys that exist."""
+        """key as stored -> KeyState(paused, quarantined, dead), for the keys that exist."""
         if not keys:
             return {}
         rows = self.db.query(self.queries.key_states, {"ids": tuple(keys)})
-        return {key: (bool(paused), bool(quarantined)) for key, paused, quarantined in rows}
+        return {key: KeyState(bool(p), bool(q), bool(d), bool(n)) for key, p, q, d, n in rows}
+
+    def retry(self, keys: Sequence) -> int:
+        """Dead one-shot rows due now again, their failures forgotten; how many were dead."""
+        return self.db.execute(self.queries.retry, {"ids": tuple(keys)}) if keys else 0
 
     def mark_now(self, keys: Sequence) -> int:
         """Due now (not paused or quarantined rows); how many rows that touched."""
@@ -249,6 +275,49 @@ class Rows:
         beyond one interval): inserted from a session in another time zone, most likely."""
         args = {"cap": cap, **interval_params(self.workload)}
         return int(self.db.scalar(self.queries.due_ahead_unchecked, args))
+
+    def count_dead(self) -> int:
+        return int(self.db.scalar(self.queries.count_dead))
+
+    def dead(self, limit: int) -> list[tuple]:
+        """(key, failures, last error) of dead one-shot rows, the lowest keys first."""
+        return list(self.db.query(self.queries.list_dead, {"limit": limit}))
+
+    def count_pending(self, cap: int) -> int:
+        """One-shot rows still to do (due now or later, not parked), up to `cap`."""
+        return int(self.db.scalar(self.queries.count_pending, {"cap": cap}))
+
+    def trim_done(
+        self, older_than_s: float, after: Key | None = None, chunk: int = 1000, most: int = 100_000
+    ) -> tuple[int, Key | None]:
+        """Delete done rows last attempted more than `older_than_s` ago, walking the done rows in
+        key order from after `after`, `chunk` at a time, at most `most` of them per call; returns
+        how many went and where the next call goes on (None: from the first again)."""
+        before = self.db.scalar(self.queries.now_minus, {"us": round(older_than_s * 1e6)})
+        gone = walked = 0
+        while walked < most:
+            last = self.db.scalar(self.queries.done_chunk_end, {"after": after, "limit": chunk})
+            if last is None:
+                return gone, None
+            bounds = {"after": after, "last": last, "before": before}
+            gone += self.db.execute(self.queries.trim_done_chunk, bounds)
+            after, walked = last, walked + chunk
+        return gone, after
+
+    def adopt_pending(self, progress=None) -> int:
+        """A queue table adopted by a one-shot workload: the rows its `pending` condition names due
+        now, the others done, in primary-key chunks; how many rows were set."""
+        total = self.count()
+        after, done = None, 0
+        while True:
+            last = self.db.scalar(self.queries.spread_chunk_end, {"after": after, "limit": SPREAD_CHUNK})
+            if last is None:
+                break
+            done += self.db.execute(self.queries.adopt_pending, {"after": after, "last": last})
+            after = last
+            if progress and total:
+                progress(min(done, total), total)
+        return done
 
     def count_paused(self) -> int:
         return int(self.db.scalar(self.queries.count_paused))

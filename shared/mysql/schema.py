@@ -131,12 +131,13 @@ ROLE_SETTINGS = {  # recheck's columns, each with the setting that names it
 
 def column_definitions(workload: Workload) -> dict[str, str]:
     """What init-db adds for each column recheck writes, if the table lacks it."""
+    nullable = "NULL" if workload.once else "NOT NULL"  # one-shot workloads: NULL, a done row's due time
     return {
         workload.result_column: "VARCHAR(255) NULL",
         workload.checked_column: "DATETIME(3) NULL",
         # Existing rows become due at once; rows the application inserts later too, whatever
         # the inserting session's time zone (due_default()).
-        workload.due_column: f"DATETIME(3) NOT NULL DEFAULT {due_default(workload)}",
+        workload.due_column: f"DATETIME(3) {nullable} DEFAULT {due_default(workload)}",
         workload.count_column: "INT UNSIGNED NOT NULL DEFAULT 0",
         workload.fail_column: "INT UNSIGNED NOT NULL DEFAULT 0",
         workload.error_column: "VARCHAR(255) NULL",
@@ -262,9 +263,14 @@ def due_column_problems(workload: Workload, due: Column) -> list[str]:
             f"due column {workload.due_column!r} is {due.column_type.upper()}: recheck fences write-backs "
             f"on millisecond due times, so a row with a finer due time would never be written{fix}"
         )
-    if due.nullable:
+    if due.nullable and not workload.once:
         problems.append(
             f"due column {workload.due_column!r} allows NULL: a row with a NULL due time is never due{fix}"
+        )
+    if workload.once and not due.nullable:
+        problems.append(
+            f"due column {workload.due_column!r} is NOT NULL, but a one-shot workload (once = true) "
+            f"marks a done row by clearing it{fix}"
         )
     return problems
 

@@ -85,8 +85,10 @@ def due_expressions(workload: Workload) -> dict[str, str]:
         after_failure = jittered_us(after_failure, seed)
         if workload.interval_column:  # else the worker sends each success's jittered interval
             after_success = jittered_us(after_success, seed)  # (writeback.NextDue): cheaper there
-    if workload.retry == "backoff":
-        backoff = "LEAST(%(retry_max_ms)s, %(retry_base_ms)s << LEAST(GREATEST(t.{fails}, 1) - 1, 40)) * 1000"
+    backoff = "LEAST(%(retry_max_ms)s, %(retry_base_ms)s << LEAST(GREATEST(t.{fails}, 1) - 1, 40)) * 1000"
+    if workload.once:  # a job has no rhythm to keep: backoff alone
+        after_failure = backoff
+    elif workload.retry == "backoff":
         after_failure = f"LEAST({backoff}, {after_failure})"
     return {"next_due_us": after_success, "retry_due_us": after_failure}
 
@@ -133,6 +135,11 @@ class Queries:
         quoted["key_out"] = (keys or INT_KEYS).key_out.format(id=quoted["id"])
         quoted["row_interval_us"] = row_interval_us(workload, alias="")
         quoted["due_default"] = due_default(workload)
+        # A one-shot workload's done rows have no due time.
+        quoted["due_null"] = "NULL" if workload.once else "NOT NULL"
+        # The operator's own SQL condition naming a queue table's pending rows (init-db): a literal
+        # % must reach MySQL as one.
+        quoted["pending"] = workload.pending.replace("%", "%%") or "TRUE"
         quoted["check_columns"] = ", ".join(f"t.{quote(c)}" for c in workload.columns) or "NULL"
         for name, expression in due_expressions(workload).items():
             quoted[name] = expression.replace("{fails}", quoted["fails"])

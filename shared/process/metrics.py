@@ -261,6 +261,13 @@ class DispatcherMetrics:
         self.live_workers = gauge("recheck_live_workers", "Workers whose heartbeat is alive")
         self.quarantined_rows = gauge("recheck_quarantined_rows", "Rows currently quarantined")
         self.paused_rows = gauge("recheck_paused_rows", "Rows the application paused (never dispatched)")
+        self.dead_rows = gauge(
+            "recheck_dead_rows", "One-shot rows that failed max_attempts times (kept, never dispatched)"
+        )
+        self.one_shot = gauge("recheck_one_shot", "1 for a one-shot workload (once = true), 0 otherwise")
+        self.pending_rows = gauge(
+            "recheck_pending_rows", "One-shot rows still to do, due now or later (counted up to a cap)"
+        )
         self.limited = gauge(
             "recheck_rate_limited",
             "1 while the workload's rate_limit or max_in_flight holds workers' takes back (ids wait for "

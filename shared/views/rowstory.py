@@ -20,8 +20,9 @@ from recheck.shared.mysql.rows import Rows
 from recheck.shared.redis.store import Store
 from recheck.shared.views.status import shown_key
 
-PARKED_YEAR = 9999  # a due time never reached: paused (9999-12-30) or quarantined (9999-12-31)
+PARKED_YEAR = 9999  # a due time never reached: paused (9999-12-30), quarantined (-31), dead (-29)
 QUARANTINED_DUE = datetime(9999, 12, 31)
+DEAD_DUE = datetime(9999, 12, 29)  # a one-shot row that failed max_attempts times
 
 
 def row_story(workload: Workload, db: Database, store: Store, keys: KeyKind, key) -> dict | None:
@@ -31,14 +32,18 @@ def row_story(workload: Workload, db: Database, store: Store, keys: KeyKind, key
         return None
     due, checked, result, count, fails, error, now, late_s, due_ms, key = row  # the key as stored
     where = store.whereabouts(keys.encode(key))
+    done = due is None  # a one-shot row done: its due time cleared
     quarantined = due == QUARANTINED_DUE
-    paused = due.year == PARKED_YEAR and not quarantined
+    dead = due == DEAD_DUE
+    paused = not done and due.year == PARKED_YEAR and not (quarantined or dead)
     story = {
         "workload": workload.name,
         "table": f"{workload.mysql.database}.{workload.table}",
         "id": shown_key(key),
-        "due": str(due),
-        "late_s": None if due.year == PARKED_YEAR else round(float(late_s), 3),  # negative: not due yet
+        "due": "done" if done else str(due),
+        "late_s": None
+        if done or due.year == PARKED_YEAR
+        else round(float(late_s), 3),  # negative: not due yet
         "checked": str(checked) if checked else None,  # the last attempt, successful or not
         "result": result,
         "check_count": int(count),
@@ -46,16 +51,21 @@ def row_story(workload: Workload, db: Database, store: Store, keys: KeyKind, key
         "last_error": error,
         "quarantined": quarantined,
         "paused": paused,
+        "dead": dead,
+        "done": done,
         "reclaims": where["reclaims"],
         "now": str(now),
     }
-    story["state"], story["where"] = state_of(workload, story, where, int(due_ms))
+    story["state"], story["where"] = state_of(workload, story, where, int(due_ms or 0))
+    named = f" --workload {workload.name}" if workload.name != DEFAULT_WORKLOAD else ""
     if quarantined:
-        named = f" --workload {workload.name}" if workload.name != DEFAULT_WORKLOAD else ""
         story["release"] = f"recheck release{named} {story['id']}"
     if paused:
-        named = f" --workload {workload.name}" if workload.name != DEFAULT_WORKLOAD else ""
         story["resume"] = f"recheck resume{named} {story['id']}"
+    if dead:
+        story["retry"] = f"recheck retry{named} {story['id']}"
+    if done:
+        story["enqueue"] = f"recheck now{named} {story['id']}"
     return story
 
 
@@ -66,6 +76,14 @@ def state_of(workload: Workload, story: dict, where: dict, due_ms: int) -> tuple
         return "quarantined", reason if reason.startswith("quarantined") else f"quarantined: {reason}"
     if story["paused"]:
         return "paused", "paused: not checked until resumed (the application's pause, kept in MySQL)"
+    if story["dead"]:
+        failures = story["fail_count"]
+        return (
+            "dead",
+            f"dead: failed {failures} time(s) in a row (max_attempts); kept, never run again until retried",
+        )
+    if story["done"]:
+        return "done", "done: handled once, never dispatched again (`recheck now` enqueues it again)"
     in_flight = where["in_flight_due_ms"]
     if in_flight is not None:
         dispatched = f"dispatched for its due time {ms_to_datetime(in_flight)}"
@@ -125,7 +143,7 @@ def render_story(story: dict) -> str:
         f"  last error     {story['last_error'] or '-'}",
         f"  reclaimed      {story['reclaims']} time(s) from dead workers",
     ]
-    for action in ("release", "resume"):
+    for action in ("release", "resume", "retry", "enqueue"):
         if story.get(action):
             lines.append(f"  to check it again: {story[action]}")
     return "\n".join(lines)

@@ -157,6 +157,15 @@ def gather(
         max_in_flight=workload.max_in_flight,
         limited_by=limited_by(workers),
     )
+    if workload.once:
+        facts.once = True
+        facts.pending = rows.count_pending(cap)
+        facts.dead = rows.count_dead()
+        facts.dead_ids = (
+            [{"id": shown_key(i), "fails": int(n), "error": error} for i, n, error in rows.dead(limit=20)]
+            if facts.dead
+            else []
+        )
     facts.dispatchers = store.live_dispatchers()
     facts.live_dispatchers = len(facts.dispatchers)
     facts.fresh = facts.overdue_waiting == 0 and not facts.checks_failing
@@ -376,6 +385,14 @@ def render(facts: StatusFacts, workload: str | None = None) -> str:
         f"  failing rows      {n(facts.failing_rows)}"
         f"   (checks in the last minute {facts.recent_checks:,}, failed {facts.recent_failed:,})",
         f"  quarantined       {n(facts.quarantined)}   paused {n(facts.paused)}",
+        *(
+            [
+                f"  one-shot          pending {n(facts.pending)}   dead {n(facts.dead)}"
+                f"   done {facts.checks_per_second:,.0f}/s"
+            ]
+            if facts.once
+            else []
+        ),
         f"  queue depth       {n(facts.queue_depth)}   suspects {n(facts.suspects)}",
         f"  in flight         {n(facts.in_flight)}",
         f"  live workers      {facts.live_workers}   dispatchers {facts.live_dispatchers}"
@@ -389,6 +406,8 @@ def render(facts: StatusFacts, workload: str | None = None) -> str:
         )
     for row in facts.quarantined_ids:
         lines.append(f"    quarantined id {row['id']}: {row['reason']}")
+    for row in facts.dead_ids:
+        lines.append(f"    dead id {row['id']} after {row['fails']} failures: {row['error']}")
     if facts.errors:
         lines.append("  failures in the last hour, by error:")
     for group in facts.errors:

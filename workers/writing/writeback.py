@@ -145,7 +145,11 @@ class WriteBack:
         self.next_due = NextDue(
             low=round(workload.min_interval * 1_000_000),
             high=round(workload.max_interval * 1_000_000),
-            interval_us=None if workload.interval_column else round(workload.interval * 1_000_000),
+            # No interval of its own: a row's interval column, or a one-shot workload (a success is
+            # done; only a Recheck(after=) reschedules it).
+            interval_us=None
+            if workload.interval_column or workload.once
+            else round(workload.interval * 1_000_000),
             jitter=workload.jitter,
         )
         self.clock_offset_ms = 0.0  # database clock (DATETIME in the session time zone) minus this host's
@@ -274,15 +278,20 @@ class WriteBack:
 
 
 class WritePlan:
-    """One write-back's statements: [read the rows as they are,] the successes' UPDATE, the
-    failures' two UPDATEs[, read back what may have changed, the change feed's INSERT]; run(cursor)
-    runs them in the caller's transaction and counts what they did."""
+    """One write-back's statements: [read the rows as they are,] the successes' UPDATE (a one-shot
+    workload's: the rescheduled ones' UPDATE and the done ones' UPDATE or DELETE), the failures'
+    two UPDATEs[, read back what may have changed, the change feed's INSERT]; run(cursor) runs them
+    in the caller's transaction and counts what they did."""
 
     def __init__(self, rows: Rows, successes: list[tuple], failures: list[tuple], shown: list[str] | None):
         self.rows, self.successes, self.failures, self.shown = rows, successes, failures, shown
-        self.writes = ([rows.write_success(successes)] if successes else []) + (
-            rows.write_failures(failures) if failures else []
-        )
+        rescheduled, done = successes, []
+        if rows.workload.once:  # a success is done, unless its check said when to run it again
+            rescheduled = [row for row in successes if len(row) > 3]
+            done = [row for row in successes if len(row) <= 3]
+        self.success_writes = [rows.write_success(rescheduled)] if rescheduled else []
+        self.success_writes += [rows.write_done(done)] if done else []
+        self.writes = self.success_writes + (rows.write_failures(failures) if failures else [])
         self.statements = len(self.writes) + (3 if shown is not None else 0)
 
     def run(self, cursor) -> Written:
@@ -291,8 +300,8 @@ class WritePlan:
             cursor.execute(*self.rows.read_before_write([row[:2] for row in self.successes + self.failures]))
             before = {int(n): (result, fails) for n, result, fails in cursor.fetchall()}
         counts = [cursor.execute(sql, args) for sql, args in self.writes]
-        succeeded = counts[0] if self.successes else 0
-        failed = counts[1 if self.successes else 0] if self.failures else 0
+        succeeded = sum(counts[: len(self.success_writes)])
+        failed = counts[len(self.success_writes)] if self.failures else 0  # the failures' first UPDATE
         stale = len(self.successes) - succeeded + len(self.failures) - failed
         recorded = 0
         if before and self.shown is not None:

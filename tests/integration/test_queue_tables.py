@@ -1,0 +1,321 @@
+"""One-shot workloads (issue 34): the seed articles' job tables run on recheck, each row handled
+once, enqueued by a plain INSERT, retried, parked dead, put back.
+
+The three tables as the articles write them: `job_queue` (status 0 pending, 1 processing, 2
+finished), `unsent_emails` (status 'unsent' / 'claimed' / 'sent'), `message_queue` (deleted when
+handled). Real dispatcher and worker processes where timing matters, in-process lanes where the
+steps are the point. Before issue 34 a handled row was due again after its interval: every job
+ran again and again.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+
+import pymysql
+import pytest
+
+from recheck import Client
+from recheck.shared.mysql.db import Database
+from tests.support import checks
+from tests.support.helpers import drain, make_store, query, recheck, scalar, workload
+from tests.support.servers import wait_for
+
+JOB_QUEUE = ("CREATE TABLE job_queue (id INT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, "
+             "status TINYINT(1) DEFAULT 0, data BLOB) ENGINE=InnoDB")  # fmt: skip
+UNSENT_EMAILS = ("CREATE TABLE unsent_emails (id INT NOT NULL PRIMARY KEY AUTO_INCREMENT, "
+                 "status ENUM('unsent','claimed','sent'), owner INT UNSIGNED NOT NULL DEFAULT 0, "
+                 "ts TIMESTAMP, KEY (owner, status, ts))")  # fmt: skip
+MESSAGE_QUEUE = ("CREATE TABLE message_queue (id BIGINT PRIMARY KEY AUTO_INCREMENT, owner VARBINARY(255), "
+                 "dequeued_time DATETIME, message VARBINARY(255) NOT NULL)")  # fmt: skip
+
+
+def jobs(settings, table: str, **values):
+    """A one-shot workload on an application's table, its id column `id`, recheck's result in a
+    column of its own unless the test adopts the application's."""
+    values = {"check_kind": "batch", "result_column": "recheck_result", **values}
+    return workload(settings, table, table=table, id_column="id", once=True, **values)
+
+
+def create(settings, create_sql: str, *rows_sql: str, adopt: tuple[str, ...] = ()) -> None:
+    """The application's table as it was, with rows, then `init-db --apply` (the adoption)."""
+    db = Database(settings)
+    db.execute(create_sql)
+    for statement in rows_sql:
+        db.execute(statement)
+    db.close()
+    args = ["init-db", "--apply", *(a for name in adopt for a in ("--adopt", name))]
+    applied = recheck(*args, settings=settings)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+
+
+def handled(sql, table: str) -> dict:
+    return {
+        int(i): (int(n), status)
+        for i, n, status in query(sql, f"SELECT id, check_count, status FROM {table}")
+    }
+
+
+def test_job_queue_pending_rows_once_finished_never_status_written(settings, sql, make_worker):
+    """status 0 pending, 2 finished: init-db makes exactly the pending rows due and the others
+    done; the check's result goes into the application's own status column (adopted explicitly)."""
+    queue = jobs(settings, "job_queue", result_column="status", pending="status = 0")
+    rows = "INSERT INTO job_queue (status, data) VALUES (0, 'a'), (2, 'b'), (0, 'c'), (2, 'd')"
+    create(queue, JOB_QUEUE, rows, adopt=("status",))
+    worker = make_worker(queue, lambda ids: [2] * len(ids))  # "finished"
+    for _ in range(3):  # rounds: a done row never comes back
+        drain(worker, queue)
+    assert handled(sql, "job_queue") == {1: (1, 2), 2: (0, 2), 3: (1, 2), 4: (0, 2)}
+    assert scalar(sql, "SELECT COUNT(*) FROM job_queue WHERE next_check_at IS NOT NULL") == 0
+    # A producer that knows nothing of recheck: a plain INSERT, due at once.
+    query(sql, "INSERT INTO job_queue (status, data) VALUES (0, 'e')")
+    drain(worker, queue)
+    assert handled(sql, "job_queue")[5] == (1, 2)
+
+
+def test_adopting_a_queue_table_without_saying_which_rows_are_pending_is_refused(settings, sql):
+    queue = jobs(settings, "job_queue")
+    query(sql, JOB_QUEUE)
+    query(sql, "INSERT INTO job_queue (status) VALUES (0), (2)")
+    shown = recheck("init-db", "--apply", settings=queue)
+    assert shown.returncode == 1 and "PENDING" in shown.stdout and "Nothing was changed" in shown.stdout
+    assert scalar(sql, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+                       "AND TABLE_NAME = 'job_queue'") == 3  # fmt: skip
+    taken_over = recheck("init-db", "--apply", settings=jobs(settings, "job_queue", result_column="status",
+                                                             pending="status = 0"))  # fmt: skip
+    assert taken_over.returncode == 1 and "did not add" in taken_over.stdout  # never silently
+
+
+def test_unsent_emails_are_sent_once_each(settings, sql, make_worker):
+    emails = jobs(settings, "unsent_emails", result_column="status", pending="status = 'unsent'")
+    rows = "INSERT INTO unsent_emails (status) VALUES ('unsent'), ('sent'), ('unsent')"
+    create(emails, UNSENT_EMAILS, rows, adopt=("status",))
+    sent: list = []
+    worker = make_worker(emails, lambda ids: (sent.extend(ids), ["sent"] * len(ids))[1])
+    for _ in range(3):
+        drain(worker, emails)
+    assert sorted(sent) == [1, 3]  # each unsent email once; the sent one never
+    assert {status for _, (_, status) in handled(sql, "unsent_emails").items()} == {"sent"}
+
+
+def test_message_queue_rows_are_deleted_when_handled_and_kept_when_they_fail(settings, sql, make_worker):
+    messages = jobs(settings, "message_queue", done="delete", result_column="recheck_result", pending="true")
+    create(messages, MESSAGE_QUEUE, "INSERT INTO message_queue (message) VALUES ('m1'), ('m2'), ('m3')")
+    worker = make_worker(messages, lambda ids: [ValueError("bad") if i == 2 else "ok" for i in ids])
+    drain(worker, messages)
+    assert [int(r[0]) for r in query(sql, "SELECT id FROM message_queue")] == [2]  # the failed one waits
+
+
+def test_rows_start_in_due_then_key_order_with_one_worker(settings, sql, make_worker):
+    """FIFO by insertion for rows due on insert: one worker starts them in (due, id) order."""
+    queue = jobs(settings, "job_queue", worker_batch=7, worker_take_max=7)
+    create(queue, JOB_QUEUE)
+    for n in range(40):  # one row per transaction, as producers insert them
+        query(sql, "INSERT INTO job_queue (data) VALUES (%s)", (f"job {n}",))
+    started: list[int] = []
+    worker = make_worker(queue, lambda ids: (started.extend(ids), ["done"] * len(ids))[1])
+    drain(worker, queue, rounds=50)
+    assert started == sorted(started) and len(started) == 40
+
+
+def test_a_failing_job_is_retried_then_dead_then_put_back(settings, sql, make_worker):
+    queue = jobs(settings, "job_queue", max_attempts=3, retry_base=0.05, retry_max=0.1)
+    create(queue, JOB_QUEUE)
+    query(sql, "INSERT INTO job_queue (data) VALUES ('x')")
+    worker = make_worker(queue, checks.always_raises)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not scalar(
+        sql, "SELECT next_check_at > '9999-01-01' FROM job_queue"
+    ):
+        drain(worker, queue)
+        time.sleep(0.05)
+    due, fails, error = query(sql, "SELECT next_check_at, fail_count, last_error FROM job_queue")[0]
+    assert str(due).startswith("9999-12-29") and fails == 3 and "upstream is down" in error
+    facts = json.loads(recheck("status", "--json", settings=queue).stdout)["workloads"][queue.name]
+    assert facts["once"] and facts["dead"] == 1 and facts["dead_ids"][0]["fails"] == 3
+    assert "dead id 1 after 3 failures" in recheck("status", settings=queue).stdout
+    story = recheck("inspect", "1", settings=queue).stdout
+    assert "dead: failed 3 time(s)" in story and f"recheck retry --workload {queue.name} 1" in story
+    drain(worker, queue)  # dead: never dispatched
+    assert scalar(sql, "SELECT fail_count FROM job_queue") == 3
+    retried = recheck("retry", "--workload", queue.name, "1", settings=queue)
+    assert retried.returncode == 0 and "back in line" in retried.stdout
+    ok = make_worker(queue, checks.ok)
+    drain(ok, queue)
+    assert query(sql, "SELECT next_check_at, check_count, fail_count FROM job_queue")[0] == (None, 1, 0)
+
+
+def test_a_done_row_is_enqueued_again_by_now(settings, sql, make_worker):
+    queue = jobs(settings, "job_queue")
+    create(queue, JOB_QUEUE)
+    query(sql, "INSERT INTO job_queue (data) VALUES ('x')")
+    worker = make_worker(queue, checks.ok)
+    drain(worker, queue)
+    client = Client(settings=queue)
+    assert client.state(1)["state"] == "done"
+    assert client.pause([1]).skipped == [1]  # done: nothing to pause
+    assert client.now([1]).done == [1]
+    drain(worker, queue)
+    assert scalar(sql, "SELECT check_count FROM job_queue") == 2
+    client.close()
+
+
+def test_a_recheck_after_reschedules_a_job_instead_of_finishing_it(settings, sql, make_worker):
+    from recheck import Recheck
+
+    queue = jobs(settings, "job_queue")
+    create(queue, JOB_QUEUE)
+    query(sql, "INSERT INTO job_queue (data) VALUES ('x')")
+    drain(make_worker(queue, lambda ids: [Recheck("later", after=3600)] * len(ids)), queue)
+    late = scalar(sql, "SELECT TIMESTAMPDIFF(SECOND, NOW(3), next_check_at) FROM job_queue")
+    assert 3500 < late <= 3600
+
+
+def test_done_rows_past_keep_done_are_trimmed_in_small_batches(settings, sql, make_worker):
+    from recheck.dispatcher.reconciler import OrphanCollector
+    from recheck.shared.mysql.rows import Rows
+
+    queue = jobs(settings, "job_queue", keep_done=60)
+    create(queue, JOB_QUEUE)
+    query(sql, "INSERT INTO job_queue (data) SELECT seq FROM seq_1_to_2500")
+    drain(make_worker(queue, checks.ok), queue, rounds=50)
+    query(sql, "UPDATE job_queue SET checked_at = NOW(3) - INTERVAL 2 MINUTE WHERE id <= 2000")
+    query(sql, "INSERT INTO job_queue (data) VALUES ('pending')")  # not done: never trimmed
+    rows = Rows(queue, Database(queue))
+    assert rows.trim_done(60, chunk=300, most=1200) == (1200, 1200)  # the walk goes on from 1200
+    assert rows.trim_done(60, after=1200, chunk=300) == (800, None)  # to the end, then from the first
+    assert scalar(sql, "SELECT COUNT(*) FROM job_queue") == 501
+    # The dispatcher's housekeeping job does it every orphan_interval.
+    query(sql, "UPDATE job_queue SET checked_at = NOW(3) - INTERVAL 2 MINUTE WHERE id <= 2100")
+    OrphanCollector(queue, Database(queue), make_store(queue)).run_once()
+    assert scalar(sql, "SELECT MIN(id) FROM job_queue") == 2101
+
+
+def test_on_a_small_table_a_write_back_waits_for_no_row_but_its_own(settings, sql, mariadb):
+    """A queue table holds a few dozen rows, and producers' transactions are open on it all the
+    time. Left to itself the optimizer scanned such a table for a write-back (the batch second),
+    so one producer's uncommitted INSERT, or any row the application held, made every write-back
+    wait out a lock wait (1 s) and then take the deferring path. Every statement that reads or
+    writes rows by batch reads the batch first: here none of them waits."""
+    from recheck.shared.core.entries import datetime_to_ms
+    from recheck.shared.mysql.rows import Rows
+
+    queue = jobs(settings, "job_queue")
+    create(queue, JOB_QUEUE)
+    query(sql, "INSERT INTO job_queue (data) SELECT seq FROM seq_1_to_4")  # its statistics: a few rows
+    producer, _ = hold_insert(queue)  # a producer's transaction, open
+    app = mariadb.connect(settings.mysql.database)
+    app.begin()
+    with app.cursor() as cursor:
+        cursor.execute("SELECT * FROM job_queue WHERE id = 4 FOR UPDATE")  # and a row the application holds
+    writer = Database(queue)
+    try:
+        dues = {int(i): datetime_to_ms(d) for i, d in query(sql, "SELECT id, next_check_at FROM job_queue")}
+        batch = [(i, dues[i]) for i in range(1, 4)]
+        results = [(i, due, "ok") for i, due in batch]
+        errors = [(i, due, "boom") for i, due in batch]
+        statements = {}
+        for name, shape in (("recurring", {"once": False}), ("once", {}), ("delete", {"done": "delete"})):
+            rows = Rows(queue.evolve(**shape), Database(queue))
+            rows.table  # noqa: B018 (reads the id column's kind)
+            statements[f"{name} success"] = [rows.write_done(results) if shape.get("once", True)
+                                             else rows.write_success(results)]  # fmt: skip
+            statements[f"{name} failure"] = rows.write_failures(errors)
+        statements["lock_unlocked"] = [rows.lock_unlocked([i for i, _ in batch])]
+        statements["read_before_write"] = [rows.read_before_write(batch)]
+        statements["quarantine"] = [(rows.queries.quarantine, {"batch": json.dumps(batch), "reason": "r"})]
+        waited = {}
+        for name, steps in statements.items():
+            started = time.monotonic()
+            writer.conn.begin()
+            try:
+                with writer.conn.cursor() as cursor:
+                    touched: int | str = sum(cursor.execute(sql_text, args) for sql_text, args in steps)
+            except pymysql.err.OperationalError as error:  # 1205: it waited out the lock wait
+                touched = str(error)
+            writer.conn.rollback()
+            waited[name] = (round(time.monotonic() - started, 3), touched)
+        quick = [
+            name
+            for name, (took, touched) in waited.items()
+            if took < 0.5 and touched == 3 * len(statements[name])
+        ]
+        assert quick == list(statements), waited
+    finally:  # the test database is dropped afterwards: nothing may hold it
+        for connection in (producer, app, writer):
+            connection.close()
+
+
+def hold_insert(settings) -> tuple[Database, int]:
+    """A producer's INSERT in a transaction left open: its due time is taken now, its row unseen."""
+    producer = Database(settings)
+    producer.conn.begin()
+    with producer.conn.cursor() as cursor:
+        cursor.execute("INSERT INTO job_queue (data) VALUES ('late')")
+        return producer, int(cursor.lastrowid)
+
+
+@pytest.mark.serial  # timing: alone, not beside other tests (make test)
+def test_a_producer_committing_seconds_late_is_still_handled_soon_after(make_settings, sql, procs):
+    """Producers' INSERTs take their due time when they run; two transactions commit late, after
+    the dispatcher's cursor has passed that time (other producers' rows kept coming). Committed
+    within sweep_grace (1.5 s) of its due time, a job starts at the next poll: the dispatcher
+    rereads its last sweep_grace. Committed later than that (3 s), the sweep takes it: within
+    sweep_interval (set to 4 s here so the two paths cannot be confused)."""
+    settings = make_settings(sweep_interval=4.0)
+    queue = jobs(settings, "job_queue")
+    create(queue, JOB_QUEUE)
+    env = {"RECHECK_CHECK": "tests.support.checks:stamped", "TEST_CHECK_RECORD": str(procs.log_dir)}
+    procs.start("dispatcher", queue)
+    worker = procs.start("worker", queue, env=env)
+    wait_for(lambda: "started" in procs.log_of(worker), 15, "the worker started")
+    soon, soon_id = hold_insert(queue)
+    later, later_id = hold_insert(queue)
+    stop = threading.Event()
+
+    def produce() -> None:  # other producers: one row per transaction, every 50 ms
+        conn = Database(queue)
+        while not stop.wait(0.05):
+            conn.execute("INSERT INTO job_queue (data) VALUES ('on time')")
+        conn.close()
+
+    threading.Thread(target=produce, daemon=True).start()
+    inserted = time.time()
+    committed = {}
+    for producer, row_id, late_by in ((soon, soon_id, 1.0), (later, later_id, 3.0)):
+        time.sleep(max(inserted + late_by - time.time(), 0))
+        producer.conn.commit()
+        committed[row_id] = time.time()
+    both = f"SELECT MIN(check_count) FROM job_queue WHERE id IN ({soon_id}, {later_id})"
+    wait_for(lambda: scalar(sql, both) == 1, 15, "the late jobs handled")
+    stop.set()
+    lines = [line.split() for f in procs.log_dir.glob("*.stamps") for line in f.read_text().splitlines()]
+    started = {int(row_id): float(at) for at, row_id in lines if int(row_id) in (soon_id, later_id)}
+    assert len(lines) == len({row_id for _, row_id in lines})  # nothing started twice
+    assert started[soon_id] - committed[soon_id] < 0.5, started[soon_id] - committed[soon_id]
+    assert started[later_id] - committed[later_id] < 4.0 + 0.5, started[later_id] - committed[later_id]
+    soon.close()
+    later.close()
+
+
+@pytest.mark.serial
+def test_a_worker_killed_mid_job_runs_it_again_and_writes_it_once(make_settings, sql, procs):
+    settings = make_settings()
+    queue = jobs(settings, "job_queue", check_kind="row")
+    create(queue, JOB_QUEUE)
+    query(sql, "INSERT INTO job_queue (data) SELECT seq FROM seq_1_to_40")
+    env = {"RECHECK_CHECK": "tests.support.checks:slow_row", "TEST_CHECK_SLEEP": "2"}
+    procs.start("dispatcher", queue)
+    victim = procs.start("worker", queue, env=env)
+    wait_for(lambda: procs.log_of(victim).count("started") >= 1, 15, "the worker started")
+    time.sleep(1.0)  # checks under way
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(10)
+    procs.start("worker", queue, env={**env, "TEST_CHECK_SLEEP": "0.01"})
+    wait_for(lambda: scalar(sql, "SELECT COUNT(*) FROM job_queue WHERE check_count = 0") == 0, 20,
+             "every job handled after the kill")  # fmt: skip
+    assert scalar(sql, "SELECT MAX(check_count) FROM job_queue") == 1  # written once each
+    assert scalar(sql, "SELECT COUNT(*) FROM job_queue WHERE next_check_at IS NOT NULL") == 0
