@@ -15,7 +15,11 @@
 -- Portability: every statement runs unchanged on MySQL 8.0+ and MariaDB 10.6+. No RETURNING,
 -- no VALUES ROW(...) (MySQL only), no VALUES (...) table constructor (MariaDB only). JSON_TABLE
 -- exists in both (MySQL 8.0.4, MariaDB 10.6) and turns one JSON parameter into a derived table,
--- which is how a whole batch is written in one statement.
+-- which is how a whole batch is written in one statement. It always comes first, joined to the
+-- table with STRAIGHT_JOIN (both servers): the batch is read first, then each row by primary key.
+-- Left to itself the optimizer reads a small table (a queue table of a few dozen rows) first,
+-- scanning it, and a scanning UPDATE, DELETE or FOR UPDATE waits for every row another
+-- transaction holds, a producer's uncommitted INSERT among them (and locks every row it passed).
 --
 -- Due times cross the wire as integer milliseconds after 1970-01-01 00:00:00 of the DATETIME
 -- value itself: TIMESTAMPDIFF/INTERVAL arithmetic on DATETIME applies no time zone, so the
@@ -61,12 +65,12 @@ FROM (
 -- start time on both servers, so checked_at and the next due time agree. A row's next due time
 -- is its check's Recheck(after=...) (after_us, already clamped) or else its interval, up to
 -- `jitter` of it earlier ({next_due_us}).
-UPDATE {table} AS t
-JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
+UPDATE JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
         {key_column},
         due_ms BIGINT PATH '$[1]',
         result VARCHAR(1024) PATH '$[2]',
         after_us BIGINT PATH '$[3]')) AS v
+STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY)
   ON t.{id} = {key_match}
  AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
 SET t.{result} = v.result,
@@ -82,16 +86,16 @@ SET t.{result} = v.result,
 -- recheck's lock wait. SKIP LOCKED exists in MySQL 8.0 and MariaDB 10.6. The rows it skips are
 -- left for a later cycle; the write-back that follows touches only the rows locked here.
 SELECT t.{id}
-FROM {table} AS t
-JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS ({key_column})) AS v ON t.{id} = {key_match}
+FROM JSON_TABLE(%(batch)s, '$[*]' COLUMNS ({key_column})) AS v
+STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY) ON t.{id} = {key_match}
 FOR UPDATE SKIP LOCKED
 
 -- name: check_rows
 -- The columns a check asked for (`columns`), for a whole take in ONE statement by primary key;
 -- a row deleted since its dispatch is simply not there.
 SELECT t.{id}, {check_columns}
-FROM {table} AS t
-JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS ({key_column})) AS v ON t.{id} = {key_match}
+FROM JSON_TABLE(%(batch)s, '$[*]' COLUMNS ({key_column})) AS v
+STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY) ON t.{id} = {key_match}
 
 -- name: changes_read
 -- The change feed (`changes = true`): a batch's rows as they are before its write-back, read in
@@ -99,11 +103,11 @@ JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS ({key_column})) AS v ON t.{id} = {key_
 -- replace. Fenced like the writes: a retried or late write finds the due time moved and reads
 -- nothing, so it records nothing. n is the row's place in the batch (1-based).
 SELECT v.n, t.{result}, t.{fails}
-FROM {table} AS t
-JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
+FROM JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
         n FOR ORDINALITY,
         {key_column},
         due_ms BIGINT PATH '$[1]')) AS v
+STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY)
   ON t.{id} = {key_match}
  AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
 FOR UPDATE
@@ -114,8 +118,8 @@ FOR UPDATE
 -- returned, in the column's own type, it tells a real change ('0.5' written to a DECIMAL(5,2)
 -- holding 0.50 is none). Read only when a row's result may have changed (writeback.py).
 SELECT v.n, t.{result}
-FROM {table} AS t
-JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (n FOR ORDINALITY, {key_column})) AS v
+FROM JSON_TABLE(%(batch)s, '$[*]' COLUMNS (n FOR ORDINALITY, {key_column})) AS v
+STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY)
   ON t.{id} = {key_match}
 
 -- name: record_changes
@@ -177,11 +181,11 @@ UPDATE {table} SET {due} = {due} WHERE {id} IS NULL
 -- and note the attempt ({checked} is the time of the last attempt, failed or not; the result
 -- column keeps the last successful result). Two statements because MySQL does not promise the
 -- order of assignments in a multi-table UPDATE, and a backoff below depends on the new count.
-UPDATE {table} AS t
-JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
+UPDATE JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
         {key_column},
         due_ms BIGINT PATH '$[1]',
         error VARCHAR(1024) PATH '$[2]')) AS v
+STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY)
   ON t.{id} = {key_match}
  AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
 SET t.{fails} = t.{fails} + 1,
@@ -194,10 +198,10 @@ SET t.{fails} = t.{fails} + 1,
 -- - 1), at most retry_max and never later than the row's interval ({retry_due_us}). Counted from
 -- the attempt stamp the first statement wrote, not from this statement's own NOW(3), which may be
 -- a millisecond later.
-UPDATE {table} AS t
-JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
+UPDATE JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
         {key_column},
         due_ms BIGINT PATH '$[1]')) AS v
+STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY)
   ON t.{id} = {key_match}
  AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
 SET t.{due} = t.{checked} + INTERVAL {retry_due_us} MICROSECOND
@@ -206,11 +210,11 @@ SET t.{due} = t.{checked} + INTERVAL {retry_due_us} MICROSECOND
 -- One-shot workloads (`once = true`): successes without a Recheck(after=) are done. Fenced like
 -- write_success; the due column cleared (NULL), so a done row never enters the keyset's range
 -- (`due <= NOW(3)` is never true of NULL) and costs nothing per poll however many there are.
-UPDATE {table} AS t
-JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
+UPDATE JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
         {key_column},
         due_ms BIGINT PATH '$[1]',
         result VARCHAR(1024) PATH '$[2]')) AS v
+STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY)
   ON t.{id} = {key_match}
  AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
 SET t.{result} = v.result,
@@ -224,10 +228,10 @@ SET t.{result} = v.result,
 -- One-shot workloads with `done = "delete"`: a done row is deleted by the same fenced statement
 -- (a late or duplicate worker deletes nothing: the row, or its due time, is gone).
 DELETE t
-FROM {table} AS t
-JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
+FROM JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
         {key_column},
         due_ms BIGINT PATH '$[1]')) AS v
+STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY)
   ON t.{id} = {key_match}
  AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
 
@@ -235,10 +239,10 @@ JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
 -- Second statement for failed rows of a one-shot workload: retried after retry_base * 2^(failures
 -- - 1), at most retry_max ({retry_due_us}), until %(max_attempts)s failures; then dead, parked
 -- at 9999-12-29 with its last error: never dispatched, kept, `recheck retry` puts it back.
-UPDATE {table} AS t
-JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
+UPDATE JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
         {key_column},
         due_ms BIGINT PATH '$[1]')) AS v
+STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY)
   ON t.{id} = {key_match}
  AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
 SET t.{due} = IF(t.{fails} >= %(max_attempts)s, TIMESTAMP'9999-12-29 00:00:00',
@@ -247,10 +251,10 @@ SET t.{due} = IF(t.{fails} >= %(max_attempts)s, TIMESTAMP'9999-12-29 00:00:00',
 -- name: quarantine
 -- Park rows whose check keeps killing workers: a due time in year 9999 is never reached, the
 -- reason goes to the error column. Fenced like a write-back. `recheck release` undoes it.
-UPDATE {table} AS t
-JOIN JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
+UPDATE JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
         {key_column},
         due_ms BIGINT PATH '$[1]')) AS v
+STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY)
   ON t.{id} = {key_match}
  AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
 SET t.{due} = TIMESTAMP'9999-12-31 00:00:00',
