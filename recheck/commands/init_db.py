@@ -117,9 +117,12 @@ def prepare_table(
     if not apply:
         say(f"table {where} needs this change:\n\n{statement};\n")
         if plan.adds_due and workload.once:
-            which = workload.pending or "true"
-            say(f"(then, with --apply: the rows where {which} are due at once, the others done, and "
-                "rows inserted later are due when inserted)")  # fmt: skip
+            which = (
+                "every row is due at once"
+                if workload.pending == "true"
+                else (f"the rows where {workload.pending} are due at once, the others done")
+            )
+            say(f"(then, with --apply: {which}, and rows inserted later are due when inserted)")  # fmt: skip
         elif plan.adds_due:
             say("(every existing row then gets one due time; --apply spreads them over one interval)")
         say("run `recheck init-db --apply` to apply it, or apply it yourself")
@@ -130,8 +133,10 @@ def prepare_table(
         table = Rows(workload, db)
         table.adopt_pending(progress)
         pending = table.count_pending(existing + 1)
-        which = workload.pending or "true"
-        say(f"{pending:,} of {existing:,} rows are due now (where {which}), the others done")
+        if workload.pending == "true":
+            say(f"all {pending:,} rows are due now")
+        else:
+            say(f"{pending:,} of {existing:,} rows are due now (where {workload.pending}), the others done")
     elif plan.adds_due:
         rows = spread(workload, db, progress)
         say(f"spread the due times of {rows:,} rows over {workload.interval:g} s")
@@ -172,7 +177,7 @@ def create_app_user(workload: Workload, say) -> None:
 def run(settings: Settings, args: argparse.Namespace) -> int:
     codes = []
     for workload in workloads_of(settings, args):
-        progress = ProgressLine("spreading due times:")
+        progress = ProgressLine("marking rows due or done:" if workload.once else "spreading due times:")
         code = init_db(workload, args.apply, print, create=args.create, adopt=args.adopt, progress=progress)
         if code == 0 and workload.deployment.app_user:
             create_app_user(workload, print)

@@ -34,7 +34,7 @@ from recheck.shared.process.health import started_marker
 from recheck.shared.process.loop import deliver_signals
 from recheck.shared.redis.connection import REDIS_DOWN, connect_redis
 from recheck.shared.redis.store import Store, open_store
-from recheck.shared.views.status import NOT_FRESH, capped, gather, verdict
+from recheck.shared.views.status import NOT_FRESH, capped, dead_line, gather, verdict
 from recheck.shared.workloads import deployment_of, read_workloads
 
 log = logging.getLogger("recheck.run")
@@ -250,7 +250,7 @@ class Runner:
         try:
             facts = gather(workload, db, store)
             age = self.stale_age_s(facts)
-            stale = Rows(workload, db).count_stale(age)
+            stale = 0 if workload.once else Rows(workload, db).count_stale(age)
         except (DatabaseDown, *REDIS_DOWN) as error:
             self.out.write(f"{named}summary unavailable: {error}\n")
             return False
@@ -259,9 +259,14 @@ class Runner:
         lines = [
             f"{named}ran {elapsed:.0f} s: {counters.get('checked', 0):,} checks written, "
             f"{counters.get('failed', 0):,} failed, {counters.get('stale', 0):,} fenced out as stale",
-            f"rows {facts.rows:,}; not attempted in the last {age:g} s: {stale:,}; "
-            f"failing now: {facts.failing_rows:,}",
+            (
+                f"rows {facts.rows:,}; pending {facts.pending:,}; dead {facts.dead:,}"
+                if workload.once
+                else f"rows {facts.rows:,}; not attempted in the last {age:g} s: {stale:,}; "
+                f"failing now: {facts.failing_rows:,}"
+            ),
             f"now: {verdict(facts)}",
+            *([dead_line(facts)] if facts.dead else []),
         ]
         if counters.get("failed", 0) > counters.get("checked", 0):
             lines.append("warning: more checks failed than succeeded; see the workers' logs for the errors")

@@ -179,6 +179,7 @@ class StatusFacts(Record):
     workload (views/status.py gathers them; the figures a sample refreshes less often are None
     until read)."""
 
+    workload: str = ""
     table: str = ""
     mysql: str = ""
     redis: str = ""

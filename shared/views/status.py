@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from recheck.shared.config import Workload, redact_url
+from recheck.shared.config import DEFAULT_WORKLOAD, Workload, redact_url
 from recheck.shared.core.failures import Recent, failing
 from recheck.shared.core.records import ErrorGroup, Freshness, Overdue, StatusFacts, WorkerBeat
 from recheck.shared.mysql.db import Database
@@ -117,6 +117,7 @@ def gather(
     in_hand = [due for w in workers for due in w.overdue_in_hand]
     split = split_overdue(fresh.overdue_1s, fresh.overdue_detail, in_hand)
     facts = StatusFacts(
+        workload=workload.name,
         table=f"{workload.mysql.database}.{workload.table}",
         mysql=redact_url(workload.mysql_url),
         redis=redact_url(workload.deployment.redis_url),
@@ -288,7 +289,9 @@ def capped(count: int, facts: StatusFacts) -> str:
 
 
 def rhythm(facts: StatusFacts) -> str:
-    """'every 10 s', or the range of the rows' own intervals ('every 5-60 s')."""
+    """'every 10 s', or the range of the rows' own intervals ('every 5-60 s'); 'one-shot rows'."""
+    if facts.once:
+        return "one-shot rows"
     low, high = facts.interval_range_s or (facts.interval_s, facts.interval_s)
     return f"every {low:g} s" if low == high else f"every {low:g}-{high:g} s"
 
@@ -344,6 +347,15 @@ def verdict(facts: StatusFacts) -> str:
     if in_flight:
         parts.append(in_flight)
     return "NOT FRESH: " + "; ".join(parts)
+
+
+def dead_line(facts: StatusFacts) -> str:
+    """What dead rows (one-shot workloads) ask of the operator."""
+    named = f"--workload {facts.workload} " if facts.workload not in ("", DEFAULT_WORKLOAD) else ""
+    return (
+        f"{facts.dead:,} dead rows: failed max_attempts times, kept, never dispatched; `recheck "
+        f"inspect {named}ID` tells one's story, `recheck retry {named}ID...` puts it back"
+    )
 
 
 def waiting_reason(facts: StatusFacts) -> str:
@@ -417,6 +429,8 @@ def render(facts: StatusFacts, workload: str | None = None) -> str:
             f"first {clock(group.first_seen)}, last {clock(group.last_seen)})"
         )
     lines.append(f"  {verdict(facts)}")
+    if facts.dead:
+        lines.append(f"  {dead_line(facts)}")
     if facts.due_ahead_unchecked:
         lines.append(f"  warning: {due_ahead_warning(facts)}")
     return "\n".join(lines)
