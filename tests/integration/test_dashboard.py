@@ -422,3 +422,46 @@ def test_the_dashboard_answers_only_its_own_names_and_sheds_idle_connections(mak
     finally:
         for conn in idle:
             conn.close()
+
+
+def test_a_one_shot_workload_shows_pending_and_dead_jobs_and_the_page_retries_them(
+    make_settings, procs, browser, sql
+):
+    """A queue table (issue 34): the pending and dead cards, a dead job's story in the row view
+    with a retry button (behind the token), and the retry putting it back in line."""
+    dashboard, token = free_port(), "s3cret-dashboard-token"
+    settings = make_settings(dashboard_port=dashboard, dashboard_token=token)
+    jobs = settings.evolve(name="jobs", table="job_queue", id_column="id", once=True, max_attempts=2,
+                           result_column="recheck_result", retry_base=0.05, retry_max=0.1)  # fmt: skip
+    query(sql, "CREATE TABLE job_queue (id INT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, data BLOB)")
+    assert init_db(jobs, apply=True, say=lambda _: None) == 0
+    query(sql, "INSERT INTO job_queue (data) VALUES ('a'), ('b'), ('c'), ('d')")  # odd ids fail
+    procs.start("dispatcher", jobs)
+    procs.start("worker", jobs, env={"RECHECK_CHECK": "tests.support.checks:odd_fails"})
+    dead = "SELECT COUNT(*) FROM job_queue WHERE next_check_at = '9999-12-29'"
+    wait_for(lambda: scalar(sql, dead) == 2, 20, "jobs 1 and 3 dead after 2 attempts")
+    url = f"http://127.0.0.1:{dashboard}/"
+    wait_for(lambda: get(url + "healthz") == "ok\n", 20, "the dashboard to listen")
+    page = browser.new_page(viewport={"width": 1360, "height": 1000})
+    page.goto(url)
+    page.locator("#dead", has_text="2").wait_for(timeout=15_000)
+    page.locator("#pending", has_text="0").wait_for(timeout=5_000)
+    page.locator("#dead-jobs tr", has_text="odd id 3").wait_for(timeout=5_000)  # the dead list
+    assert page.locator("#where").inner_text().endswith("one-shot rows")
+    page.locator("#token").fill(token)
+    page.locator("#token").dispatch_event("change")
+    page.locator("#search-id").fill("1")
+    page.locator("#search button").click()
+    page.locator("#row-title", has_text=" id 1 · dead").wait_for(timeout=5_000)
+    assert page.locator("#row-actions button[data-action=retry]").count() == 1
+    page.screenshot(path=str(ARTIFACTS / "dashboard-dead-jobs.png"), full_page=True)
+    before = scalar(sql, "SELECT checked_at FROM job_queue WHERE id = 1")
+    page.locator("#row-actions button[data-action=retry]").click()
+    page.locator("#action-result", has_text="retry 1: done").wait_for(timeout=5_000)
+    attempted = "SELECT checked_at > %s AND fail_count = 2 FROM job_queue WHERE id = 1"
+    wait_for(lambda: scalar(sql, attempted, (before,)) == 1, 10, "job 1 run again (and dead again: it fails)")
+    done = "SELECT COUNT(*) FROM job_queue WHERE next_check_at IS NULL AND check_count = 1"
+    assert scalar(sql, done) == 2  # jobs 2 and 4, once each
+    retry_3 = page.locator("#dead-jobs tr", has_text="odd id 3").locator("button[data-action=retry]")
+    retry_3.click()
+    page.locator("#action-result", has_text="retry 3: done").wait_for(timeout=5_000)

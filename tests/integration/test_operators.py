@@ -259,7 +259,7 @@ def test_the_alert_rules_are_valid_prometheus_rules(promtool):
         [promtool, "check", "rules", str(RULES / "alerts.yml")], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 4 rules found" in result.stdout
+    assert "SUCCESS: 5 rules found" in result.stdout
 
 
 def test_the_alert_rules_fire_when_they_should_and_not_before(promtool):

@@ -155,7 +155,7 @@ def test_a_mysql_stall_keeps_the_limit_while_the_slots_holder_is_alive(make_sett
     watcher = mariadb.connect()
     write_backs = (
         "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
-        "WHERE INFO LIKE 'UPDATE `user_block_status` AS t%JSON_TABLE%'"
+        "WHERE INFO LIKE 'UPDATE JSON_TABLE%STRAIGHT_JOIN `user_block_status` AS t%'"
     )
     most, stall = (
         0,
