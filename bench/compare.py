@@ -6,6 +6,10 @@ drain:  N rows all overdue; W workers (plus recheck's dispatcher) check as fast 
         also given as a multiple of the floor's.
 steady: N rows due evenly over interval I; after a warm-up, how late rows are checked.
 floor:  the floor alone (a drain of the floor strategy).
+jobs, jobs-steady, jobs-saturated: one-shot jobs on a queue table (once = true), recheck beside
+        the articles' own consumers; a drain of pending jobs, producers inserting one job per
+        transaction at a fixed rate while consumers run, and producers at full speed alone and
+        then beside recheck's consumers (bench/jobs.py).
 
 For each strategy the table is rebuilt with the same rows, the processes are started, and every
 second the benchmark samples what each worker reports in its heartbeat (checks, duplicates,
@@ -33,10 +37,12 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from bench.jobs import DEFAULT_STRATEGIES as JOBS_STRATEGIES
+from bench.jobs import JOBS_TABLE, STAMP_CHECK, JobsRun, prepare_jobs
 from bench.peers import EXTRA as PEERS_EXTRA
 from bench.peers import PEERS, missing_packages
-from bench.report import plot, table
-from bench.runs import ALL_STRATEGIES, ON_CLUSTER, BenchConfig, Result, Run, store_for
+from bench.report import jobs_lines, plot, table
+from bench.runs import ALL_STRATEGIES, ALONE, ON_CLUSTER, BenchConfig, Result, Run, store_for
 from bench.strategies import FLOOR
 from recheck.commands.launch import launch, positive_float, positive_int
 from recheck.commands.seed import seed
@@ -49,7 +55,9 @@ from recheck.shared.redis.connection import connect_redis
 from recheck.shared.redis.store import open_store
 
 # The hand-written Celery and RQ jobs (bench/peers/): only when asked for, with the peers extra.
-KNOWN = (FLOOR, *ALL_STRATEGIES, ON_CLUSTER, *PEERS)
+KNOWN = (FLOOR, *ALL_STRATEGIES, ON_CLUSTER, *PEERS, ALONE)
+JOBS_MODES = tuple(JOBS_STRATEGIES)
+WITH_PRODUCERS = ("jobs-steady", "jobs-saturated")
 OWNER_CLAIMS = ("update_limit", "last_insert_id")  # strategies that claim by writing an owner column
 DRAINED_SAMPLES = 2  # seconds a drain is sampled after its last row was checked (the CPU span's end)
 
@@ -59,11 +67,16 @@ def make_run(settings: Workload, config: BenchConfig, strategy: str, log_dir: Pa
         from bench.peers.run import PeerRun
 
         return PeerRun(settings, config, strategy, log_dir)
+    if config.is_jobs:
+        return JobsRun(settings, config, strategy, log_dir)
     return Run(settings, config, strategy, log_dir)
 
 
 def prepare(settings: Workload, config: BenchConfig, strategy: str, say) -> None:
     """The same table for every strategy (plus the index its claims need): dropped, created, seeded."""
+    if config.is_jobs:
+        prepare_jobs(settings, config, say, claim_index=strategy in OWNER_CLAIMS)
+        return
     db = Database(settings)
     queries = Queries(settings, "bench")
     try:
@@ -109,7 +122,8 @@ def redis_bytes_per_queued_id(settings: Workload, count: int = 100_000) -> float
 def run_bench(settings: Workload, config: BenchConfig, say=print) -> dict:
     settings = settings.evolve(
         **{
-            "table": "bench_rows",
+            "table": JOBS_TABLE if config.is_jobs else "bench_rows",
+            "once": config.is_jobs,  # a one-shot workload: a success is done (bench/jobs.py)
             "key_prefix": "bench",
             "check": config.check,
             "interval": config.interval if config.mode == "steady" else 86_400.0,
@@ -125,7 +139,8 @@ def run_bench(settings: Workload, config: BenchConfig, say=print) -> dict:
     results: list[Result] = []
     for strategy in config.strategies:
         consumers = f" x {config.per_process()} consumers" if config.consumers else ""
-        say(f"{strategy}: {config.mode}, {config.rows:,} rows, {config.workers} workers{consumers}, "
+        rows = f"{config.producers} producers" if config.producers else f"{config.rows:,} rows"
+        say(f"{strategy}: {config.mode}, {rows}, {config.workers} workers{consumers}, "
             f"{config.warmup:g} s warm-up + {config.seconds:g} s")  # fmt: skip
         prepare(settings, config, strategy, say)
         run = make_run(settings, config, strategy, log_dir)
@@ -137,8 +152,9 @@ def run_bench(settings: Workload, config: BenchConfig, say=print) -> dict:
                 point = run.sample(started)
                 if int(elapsed) % 5 == 0:
                     checked, overdue = point["checked"], point["overdue_1s"]
-                    say(f"  [{elapsed:5.0f}s] {checked:>10,} checks | overdue>1s {overdue:>9,}")
-                if config.mode == "drain" and point["checked"] >= config.rows:
+                    inserted = f" | inserted {point['inserted']:>10,}" if "inserted" in point else ""
+                    say(f"  [{elapsed:5.0f}s] {checked:>10,} checks | overdue>1s {overdue:>9,}{inserted}")
+                if config.is_drain and point["checked"] >= config.rows:
                     drained_at = elapsed if drained_at is None else drained_at
                     if elapsed - drained_at >= DRAINED_SAMPLES and elapsed >= config.warmup + 1:
                         say(f"  [{elapsed:5.0f}s] every row checked: stopping")
@@ -147,7 +163,7 @@ def run_bench(settings: Workload, config: BenchConfig, say=print) -> dict:
             run.sample(started)
         finally:
             run.stop()
-        if config.mode == "drain":
+        if config.is_drain:
             run.read_span()
         crashed = {name: p.returncode for name, p in run.processes.items() if p.returncode not in (0, -15)}
         if crashed:
@@ -185,6 +201,8 @@ def run_bench(settings: Workload, config: BenchConfig, say=print) -> dict:
     json_path.write_text(json.dumps(report, indent=2))
     say("")
     say(table(results, report["redis_bytes_per_queued_id"]))
+    if config.is_jobs:
+        say("\n".join(jobs_lines(results, config)))
     say(f"\nJSON: {json_path}")
     png = plot(results, config, config.out / f"bench-{config.mode}-{stamp}.png")
     say(f"plot: {png}" if png else "plot: skipped (pip install 'recheck[bench]' for matplotlib)")
@@ -233,9 +251,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(see docs/performance.md).",
     )
     parser.add_argument(
-        "--mode", choices=("drain", "steady", "floor", "poll"), default="drain",
+        "--mode", choices=("drain", "steady", "floor", "poll", *JOBS_MODES), default="drain",
         help="drain: all rows overdue (the floor first); steady: rows due over --interval; "
-        "floor: the floor alone; poll: dispatcher cost per poll",
+        "floor: the floor alone; poll: dispatcher cost per poll; one-shot jobs on a queue table: "
+        "jobs: a drain of --rows pending jobs; jobs-steady: --producers inserting one job per "
+        "transaction at --rate jobs/s while the consumers run; jobs-saturated: the producers as fast "
+        f"as they can, alone ({ALONE}) and then beside the consumers (docs/performance.md)",
     )  # fmt: skip
     parser.add_argument(
         "--sizes", default="1000000,10000000", help="poll: table sizes to measure at (comma-separated)"
@@ -260,7 +281,11 @@ def build_parser() -> argparse.ArgumentParser:
         f"all but {ON_CLUSTER} and the peers; steady: no floor). The peers, hand-batched and per-row "
         "Celery and RQ jobs (drain only, one consumer per process), need the peers extra",
     )  # fmt: skip
-    parser.add_argument("--check", default="recheck.workers.demo:noop", help="the check every strategy runs")
+    parser.add_argument(
+        "--check", default=None,
+        help=f"the check every strategy runs (default recheck.workers.demo:noop; jobs modes {STAMP_CHECK}, "
+        "the same no-op noting when it starts on which job)",
+    )  # fmt: skip
     parser.add_argument("--concurrency", type=positive_int, default=50, help="per-row checks: rows at once")
     parser.add_argument("--batch", type=positive_int, default=500, help="ids a worker takes at a time")
     parser.add_argument(
@@ -282,6 +307,19 @@ def build_parser() -> argparse.ArgumentParser:
         "done (their drain alone is a pure drain), or while the workers drain (overlap, as a periodic "
         "job beside running workers does)",
     )  # fmt: skip
+    parser.add_argument(
+        "--producers", type=positive_int, default=8,
+        help="jobs-steady, jobs-saturated: producer processes, each inserting one job per transaction",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rate", type=float, default=2000.0,
+        help="jobs-steady: jobs/s the producers insert together (jobs-saturated: as fast as they can)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--tail", type=positive_float, default=60.0,
+        help="jobs-steady, jobs-saturated: seconds the consumers get to finish the pending jobs once the "
+        "producers stop, before the table is tallied",
+    )  # fmt: skip
     parser.add_argument("--out", default="bench-results", help="where JSON and PNG go")
     parser.add_argument(
         "--private",
@@ -293,7 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    default = {"drain": (FLOOR, *ALL_STRATEGIES), "floor": (FLOOR,)}.get(args.mode, ALL_STRATEGIES)
+    defaults = {"drain": (FLOOR, *ALL_STRATEGIES), "floor": (FLOOR,), **JOBS_STRATEGIES}
+    default = defaults.get(args.mode, ALL_STRATEGIES)
     strategies = default
     if args.strategies is not None:
         strategies = tuple(s.strip() for s in args.strategies.split(",") if s.strip())
@@ -313,8 +352,16 @@ def main(argv: list[str] | None = None) -> int:
             f"recheck bench: {', '.join(peers)} need {' and '.join(missing)}: {PEERS_EXTRA}", file=sys.stderr
         )
         return 2
-    if FLOOR in strategies and args.mode == "steady":
+    if FLOOR in strategies and args.mode not in ("drain", "floor"):
         print("recheck bench: the floor is measured in drain mode (its rows are written blind, once)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    if ALONE in strategies and args.mode not in WITH_PRODUCERS:
+        print(f"recheck bench: {ALONE} (producers, no consumers) is for {' and '.join(WITH_PRODUCERS)}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    if args.mode == "jobs-steady" and args.rate <= 0:
+        print("recheck bench: jobs-steady needs a --rate above 0 (jobs-saturated runs them flat out)",
               file=sys.stderr)  # fmt: skip
         return 2
     sizes = []
@@ -324,13 +371,16 @@ def main(argv: list[str] | None = None) -> int:
         except (ValueError, argparse.ArgumentTypeError) as error:
             print(f"recheck bench: --sizes {args.sizes!r}: {error}", file=sys.stderr)
             return 2
-    warmup = args.warmup if args.warmup is not None else (90.0 if args.mode == "steady" else 5.0)
+    warmups = {"steady": 90.0, "jobs-steady": 10.0, "jobs-saturated": 3.0}
+    warmup = args.warmup if args.warmup is not None else warmups.get(args.mode, 5.0)
+    check = args.check or (STAMP_CHECK if args.mode in JOBS_MODES else "recheck.workers.demo:noop")
     config = BenchConfig(
         mode="drain" if args.mode == "floor" else args.mode, rows=args.rows, workers=args.workers,
         seconds=args.seconds, warmup=warmup, interval=args.interval, strategies=strategies,
-        check=args.check, concurrency=args.concurrency, batch=args.batch, out=Path(args.out),
+        check=check, concurrency=args.concurrency, batch=args.batch, out=Path(args.out),
         consumers=max(args.consumers, 0), partitions=args.partitions, cluster_replicas=args.cluster_replicas,
-        peer_job=args.peer_job,
+        peer_job=args.peer_job, producers=args.producers if args.mode in WITH_PRODUCERS else 0,
+        rate=args.rate if args.mode == "jobs-steady" else 0.0, tail=args.tail,
     )  # fmt: skip
     if ON_CLUSTER in strategies and not args.private:
         print(

@@ -158,3 +158,52 @@ SET {result} = %(result)s,
     {due} = NOW(3) + INTERVAL %(interval_us)s MICROSECOND,
     {count} = {count} + 1
 WHERE {id} IN %(ids)s
+
+-- name: bench_create_jobs_table
+-- One-shot jobs (`recheck bench --mode jobs...`, bench/jobs.py): a queue table as
+-- `recheck init-db --create` makes one for a one-shot workload (the due column nullable: NULL is
+-- done; defaulting to now on recheck's clock), plus what a queue table has that recheck's own
+-- lacks: an AUTO_INCREMENT key, so that producers enqueue with a plain `INSERT ... () VALUES ()`,
+-- and `owner`. As for recurring rows (bench_create_table), every strategy gets this same table,
+-- and the (owner, due, id) index the UPDATE ... SET owner = ... LIMIT n claim walks is added
+-- for that strategy only (bench_owner_claim_index): the others' writes need not maintain it.
+CREATE TABLE {table} (
+    {id} BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+    {result} VARCHAR(255) NULL,
+    {checked} DATETIME(3) NULL,
+    {due} DATETIME(3) {due_null} DEFAULT {due_default},
+    {count} INT UNSIGNED NOT NULL DEFAULT 0,
+    {fails} INT UNSIGNED NOT NULL DEFAULT 0,
+    {error} VARCHAR(255) NULL,
+    owner BIGINT UNSIGNED NOT NULL DEFAULT 0,
+    PRIMARY KEY ({id}),
+    KEY {due_index} ({due}, {id}),
+    KEY bench_owner (owner)
+) ENGINE=InnoDB
+
+-- name: bench_produce
+-- A producer's job (bench/producer.py): one row, its own autocommit transaction, nothing named
+-- but the table: the due column's default makes it due when the INSERT runs.
+INSERT INTO {table} () VALUES ()
+
+-- name: bench_jobs_inserted
+-- Jobs inserted so far, sampled once a second (an AUTO_INCREMENT key: one index dive). Rows the
+-- sampler cannot see yet (not committed) are not counted.
+SELECT COALESCE(MAX({id}), 0) FROM {table}
+
+-- name: bench_jobs_pending
+-- Jobs neither done (NULL) nor dead (parked in year 9999), through the due index, capped: how
+-- the bench waits for the consumers to finish once the producers have stopped.
+SELECT COUNT(*) FROM (
+    SELECT 1 FROM {table}
+    WHERE {due} < TIMESTAMP'9999-01-01 00:00:00'
+    LIMIT %(cap)s) AS pending
+
+-- name: bench_jobs_tally
+-- After a jobs run, once every process has stopped (a full scan: it costs the measurement
+-- nothing): rows, pending (left behind), dead, and rows written more than once.
+SELECT COUNT(*),
+       COALESCE(SUM({due} < TIMESTAMP'9999-01-01 00:00:00'), 0),
+       COALESCE(SUM({due} >= TIMESTAMP'9999-01-01 00:00:00'), 0),
+       COALESCE(SUM({count} > 1), 0)
+FROM {table}

@@ -6,8 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.peers import PEERS
-from bench.runs import ON_CLUSTER, BenchConfig, Result
+from bench.runs import ALONE, ON_CLUSTER, BenchConfig, Result
 from bench.strategies import FLOOR, STRATEGIES
+
+# Issue 34's targets for one-shot jobs, judged in the run that measured them (jobs_lines).
+JOBS_DRAIN_TIMES_BEST = 10.0  # 24 consumers x batch 100: recheck's jobs/s over the best queue table's
+STEADY_START_P99_S = 0.25  # producers at 2,000 jobs/s: p99 from commit to the check starting
+SATURATED_SHARE = 0.5  # jobs handled/s beside full-speed producers, over what they insert alone
 
 
 def table(results: list[Result], redis_bytes: float | None) -> str:
@@ -83,6 +88,84 @@ def drain_lines(results: list[Result]) -> list[str]:
     return lines
 
 
+def jobs_lines(results: list[Result], config: BenchConfig) -> list[str]:
+    """The one-shot jobs figures (bench/jobs.py) and issue 34's targets, met or missed."""
+    lines = ["one-shot jobs:"]
+    for r in results:
+        line = f"  {r.strategy:<15}"
+        if r.inserts_per_second is not None:
+            line += f" inserted {r.inserts_per_second:>9,.0f}/s ({r.inserted:,} in all)"
+        if r.strategy != ALONE:
+            line += f" handled {r.checks_per_second:>9,.0f}/s"
+        if r.start_p50_s is not None or r.start_unseen:
+            line += f" | commit -> check start p50 {ms(r.start_p50_s)}, p99 {ms(r.start_p99_s)}"
+            line += f", max {ms(r.start_max_s)}"
+        lines.append(line)
+        if r.jobs_rows is not None and r.strategy != ALONE:
+            line = f"  {'':<15} {r.jobs_rows:,} rows: left pending {r.left_pending:,}, dead {r.dead:,}"
+            line += f", checked twice {r.checked_twice or 0:,}, written twice {r.written_twice:,}"
+            if r.tail_seconds is not None:
+                line += f"; the consumers finished {r.tail_seconds:.1f} s after the producers stopped"
+            lines.append(line)
+    if config.is_steady and any(r.lateness_p99_s is not None for r in results):
+        lines.append(
+            "  (p50/p99/max late above: the workers' own due time -> written back, on the database "
+            "clock, an upper bound of commit -> check start)"
+        )
+    return lines + jobs_targets(results, config)
+
+
+def jobs_targets(results: list[Result], config: BenchConfig) -> list[str]:
+    """Issue 34's target for the mode, judged on this run's figures."""
+    ours = next((r for r in results if r.strategy == "recheck"), None)
+    if ours is None:
+        return []
+    if config.mode == "jobs":
+        return drain_target(ours, results, config)
+    if config.mode == "jobs-steady":
+        p99, rate = ours.start_p99_s, ours.inserts_per_second or 0
+        clean = not (ours.left_pending or ours.dead or ours.checked_twice or ours.written_twice)
+        return [
+            f"target: p99 commit -> check start {ms(p99)} with {rate:,.0f} jobs/s inserted "
+            f"(<= {STEADY_START_P99_S * 1000:.0f} ms at 2,000/s): "
+            + verdict(p99 is not None and p99 <= STEADY_START_P99_S),
+            f"target: nothing left behind, no job handled twice: {verdict(clean)}",
+        ]
+    alone = next((r for r in results if r.strategy == ALONE), None)
+    if alone is None or not alone.inserts_per_second:
+        return []
+    share = ours.checks_per_second / alone.inserts_per_second
+    return [
+        f"target: recheck handled {ours.checks_per_second:,.0f} jobs/s beside producers inserting "
+        f"{ours.inserts_per_second or 0:,.0f}/s; alone they inserted {alone.inserts_per_second:,.0f}/s: "
+        f"{share:.2f}x (>= {SATURATED_SHARE:g}x): {verdict(share >= SATURATED_SHARE)}"
+    ]
+
+
+def drain_target(ours: Result, results: list[Result], config: BenchConfig) -> list[str]:
+    """recheck's drain rate over the best queue table's, as the table tells them."""
+    rates = {r.strategy: r.drain_checks_per_second or 0.0 for r in results if r.strategy in STRATEGIES}
+    if not rates or not ours.drain_checks_per_second:
+        return []
+    best = max(rates, key=rates.__getitem__)
+    ratio = ours.drain_checks_per_second / rates[best] if rates[best] else float("inf")
+    judged = "the target is for 24 consumers x batch 100"
+    if config.workers == 24 and config.batch == 100 and not config.consumers:
+        judged = f">= {JOBS_DRAIN_TIMES_BEST:g}x: {verdict(ratio >= JOBS_DRAIN_TIMES_BEST)}"
+    return [
+        f"target: recheck {ours.drain_checks_per_second:,.0f} jobs/s = {ratio:.1f}x the best queue table "
+        f"({best}, {rates[best]:,.0f}/s, as the table tells them); {judged}"
+    ]
+
+
+def verdict(ok: bool) -> str:
+    return "MET" if ok else "MISSED"
+
+
+def ms(seconds: float | None) -> str:
+    return "never (jobs not started)" if seconds is None else f"{seconds * 1000:,.1f} ms"
+
+
 def plot(results: list[Result], config: BenchConfig, path: Path) -> Path | None:
     try:
         import matplotlib
@@ -91,7 +174,7 @@ def plot(results: list[Result], config: BenchConfig, path: Path) -> Path | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    steady = config.mode == "steady"
+    steady = config.is_steady
     fig, axes = plt.subplots(2 if steady else 1, 1, figsize=(10, 7 if steady else 4), squeeze=False)
     for r in results:
         t = [p["t"] for p in r.series]

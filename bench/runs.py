@@ -30,11 +30,16 @@ ALL_STRATEGIES = ("recheck", *STRATEGIES)
 ON_CLUSTER = "recheck_cluster"
 READY_TIMEOUT = 60.0  # seconds a strategy's processes get to start before sampling begins anyway
 OVERDUE_CAP = 100_000  # sampling cost stays O(cap); a figure at the cap means "at least"
+# The one-shot jobs modes (bench/jobs.py): "alone" runs the producers with no consumers at all.
+ALONE = "alone"
+DRAIN_MODES = ("drain", "jobs")  # every row due from the start; measured until they are done
+STEADY_MODES = ("steady", "jobs-steady", "jobs-saturated")  # rows come due while it runs: lateness
+PRODUCERS = "producers"  # the jobs modes' producer processes, as one role in the CPU figures
 
 
 @dataclass
 class BenchConfig:
-    mode: str  # drain | steady
+    mode: str  # drain | steady | jobs | jobs-steady | jobs-saturated
     rows: int
     workers: int
     seconds: float
@@ -50,6 +55,22 @@ class BenchConfig:
     cluster_url: str = ""  # recheck_cluster: a node of the private Redis Cluster
     cluster_replicas: int = 1  # recheck_cluster: replicas per master (each costs the master CPU)
     peer_job: str = "first"  # the peers: their job enqueues "first" (workers held) or "overlap"ping the drain
+    producers: int = 0  # jobs-steady, jobs-saturated: producer processes inserting one job per transaction
+    rate: float = 0.0  # jobs-steady: their inserts per second together (0: as fast as they can)
+    tail: float = 60.0  # jobs modes with producers: seconds the consumers get to finish once they stop
+
+    @property
+    def is_drain(self) -> bool:
+        return self.mode in DRAIN_MODES
+
+    @property
+    def is_steady(self) -> bool:
+        return self.mode in STEADY_MODES
+
+    @property
+    def is_jobs(self) -> bool:
+        """A one-shot workload (once = true) on a queue table (bench/jobs.py)."""
+        return self.mode.startswith("jobs")
 
     def per_process(self) -> int:
         """Consumers in each of the W processes (ceiling), 1 without --consumers."""
@@ -92,6 +113,23 @@ class Result:
     read_seconds: float | None = None
     enqueue_seconds: float | None = None
     with_enqueue_checks_per_second: float | None = None
+    # One-shot jobs (bench/jobs.py). From the producers: jobs committed over the whole run, and
+    # committed per second over the measured window. From the stamps (bench/stamps.py): seconds
+    # from a job's commit (its producer's clock) to the check starting on it (the worker's), for
+    # the jobs committed in the window; jobs of the window never started make a quantile None.
+    inserted: int | None = None
+    inserts_per_second: float | None = None
+    start_p50_s: float | None = None
+    start_p99_s: float | None = None
+    start_max_s: float | None = None
+    start_unseen: int | None = None  # jobs committed in the window that the check never started
+    checked_twice: int | None = None  # jobs the check was called for more than once (stamps)
+    # From the table once every process has stopped (after the tail: bench_jobs_tally).
+    jobs_rows: int | None = None
+    left_pending: int | None = None  # neither done nor dead: left behind
+    dead: int | None = None
+    written_twice: int | None = None  # rows whose check_count is above 1
+    tail_seconds: float | None = None  # from the producers' stop until nothing was pending
 
 
 class Run:
@@ -118,8 +156,15 @@ class Run:
         self.span: tuple | None = None  # drain: (rows checked, checks written, first, last checked_at)
         self.job: dict | None = None  # a peer: its job's report (read start, read and enqueue seconds)
 
+    def extra_env(self) -> dict[str, str]:
+        """Variables the strategy's processes get besides the workload's (a subclass's)."""
+        return {}
+
+    def environment(self) -> dict[str, str]:
+        return {**os.environ, **self.settings.env_overrides(), **self.extra_env()}
+
     def start(self) -> None:
-        env = {**os.environ, **self.settings.env_overrides()}
+        env = self.environment()
         consumers = self.config.per_process()
         if self.config.consumers and self.strategy in ("recheck", ON_CLUSTER):
             env["RECHECK_CONCURRENCY"] = str(consumers)  # recheck's per-row checks, per process
@@ -127,7 +172,9 @@ class Run:
             # takes ids from Redis in batches by design, so it keeps its default take.
             env["RECHECK_WORKER_BATCH"] = str(WorkloadFields.model_fields["worker_batch"].default)
         roles = []
-        if self.strategy in ("recheck", ON_CLUSTER):
+        if self.strategy == ALONE:  # the jobs modes' producers alone (bench/jobs.py starts them)
+            pass
+        elif self.strategy in ("recheck", ON_CLUSTER):
             roles.append(("dispatcher", [sys.executable, "-m", "recheck.dispatcher"]))
             roles += [
                 (f"worker{i}", [sys.executable, "-m", "recheck.workers"]) for i in range(self.config.workers)
@@ -199,7 +246,7 @@ class Run:
             values = [cpu_seconds(pid) for pid in pids]
             cpu[name] = sum(v for v in values if v is not None)
         overdue = {"1s": 0, "2s": 0}
-        if self.config.mode == "steady":  # in a drain every row is overdue by design: not worth counting
+        if self.config.is_steady:  # in a drain every row is overdue by design: not worth counting
             for label, lateness in (("1s", 1.0), ("2s", 2.0)):
                 overdue[label] = int(
                     self.db.scalar(
@@ -230,12 +277,12 @@ class Run:
     def summary(self) -> Result:
         config = self.config
         window = [s for s in self.samples if s["t"] >= config.warmup]
-        if config.mode == "drain" and self._dry_within(window, 3):
+        if config.is_drain and self._dry_within(window, 3):
             # A fast drain (the floor, usually) would be over within the warm-up and measured on
             # a sample or two: measure it from its first check instead, and say so.
             window = list(self.samples)
             self.warmup_skipped = True
-        if config.mode == "drain":
+        if config.is_drain:
             # Processes still starting up (nothing checked yet) are not part of the drain rate:
             # the window opens at the last sample before the first check.
             started = next((i for i, s in enumerate(window) if s["checked"] > 0), len(window))
@@ -250,9 +297,10 @@ class Run:
         seconds = last["t"] - first["t"]
         checks = last["checked"] - first["checked"]
         deltas = [b - a for a, b in zip(first["buckets"], last["buckets"], strict=True)]
-        steady = config.mode == "steady"
+        steady = config.is_steady
         cpu = {name: round(last["cpu"].get(name, 0) - first["cpu"].get(name, 0), 3) for name in last["cpu"]}
-        cpu_total = sum(cpu.values())
+        # The jobs modes' producers are the load, not its cost: shown, but not counted per check.
+        cpu_total = sum(seconds for name, seconds in cpu.items() if name != PRODUCERS)
         series = []
         for previous, point in zip(self.samples, self.samples[1:], strict=False):
             dt = point["t"] - previous["t"]
@@ -292,7 +340,7 @@ class Run:
             take_mean=round(sum(takes) / len(takes), 1) if takes else None,
             cpu_seconds=cpu,
             series=series,
-            **(self.drain_figures() if config.mode == "drain" else {}),
+            **(self.drain_figures() if config.is_drain else {}),
         )
 
     def read_span(self) -> None:
