@@ -86,8 +86,10 @@ class DuePusher:
         """The ids the application asked to check now (Client.now, `recheck now`, resume): their
         rows read by key and pushed to the head of the queue, whatever the keyset cursor has
         passed; returns how many went."""
-        room = self.workload.high_water - self.store.queue_depth()
-        if room <= 0:  # at high water: asked ids wait in their list (their rows are due anyway)
+        # Asked ids go first even at high water (a backlog is when `now` matters), up to a slack
+        # above it: beyond that they wait in their list (their rows are due anyway).
+        room = asked_room(self.workload.high_water, self.store.queue_depth())
+        if room <= 0:
             return 0
         asked = self.store.take_asked(min(ASKED_PER_READ, room))
         if not asked:
@@ -102,6 +104,12 @@ class DuePusher:
             raise NotLeader(self.owner)
         self.metrics.dispatched.inc(pushed)
         return pushed
+
+
+def asked_room(high_water: int, depth: int) -> int:
+    """How many asked ids may be pushed onto a queue `depth` long: up to high water plus a tenth
+    of it (at least ASKED_PER_READ), so that `now` jumps a backlog without unbounded growth."""
+    return high_water + max(high_water // 10, ASKED_PER_READ) - depth
 
 
 class Dispatcher:

@@ -53,12 +53,18 @@ class Actions:
         return Acted(active, missing, left_alone(found, active))
 
     def pause(self, ids: Iterable) -> Acted:
-        """Never dispatched until resumed; a check in flight meanwhile is fenced out. Costs
-        nothing per poll and lives in MySQL (a parked due time), so it survives restarts and the
-        loss of Redis. Quarantined rows stay so (release them)."""
+        """Never dispatched until resumed, and a row already queued is dropped by the take that
+        reaches it: its check is not called. A check a worker has already taken or started runs
+        on, its write fenced out. Costs nothing per poll and lives in MySQL (a parked due time),
+        so it survives restarts and the loss of Redis (queued entries then run, fenced out).
+        Quarantined rows stay so (release them)."""
         found, missing = self._existing(ids)
         pausable = [key for key, s in found.items() if not (s.quarantined or s.dead or s.done)]
+        queued = self.rows.due_entries(pausable)  # the entries the dispatcher may have queued
         self.rows.pause(pausable)
+        if queued:  # after the pause: a dropped entry releases its id, and the row must not be due
+            with contextlib.suppress(*REDIS_DOWN):
+                self.store().drop(queued)
         return Acted(pausable, missing, left_alone(found, pausable))
 
     def resume(self, ids: Iterable) -> Acted:

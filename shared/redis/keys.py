@@ -84,6 +84,9 @@ class Keys:
         self.writers_freed = f"{tag}:writers:freed"  # LIST: a write slot was given back (waiters block on it)
         self.asked = f"{tag}:asked"  # LIST of ids asked to be checked now (the dispatcher reads them)
         self.again = f"{tag}:again"  # HASH id -> 1: asked while in flight, asked again once released
+        # SET of entries a take must drop, not start: superseded by a `now` (pushed again at the
+        # head with the row's new due time) or of rows paused while queued (pop.lua)
+        self.dropped = f"{tag}:dropped"
         self.changed = f"{tag}:changed"  # STREAM: the change feed has news (readers block on it)
         self.rate = f"{tag}:rate"  # STRING: the rate limit's arrival time, us on the Redis clock (pop.lua)
         self.running = f"{tag}:running"  # HASH worker -> checks it may be running (max_in_flight)

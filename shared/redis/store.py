@@ -49,6 +49,7 @@ B = TypeVar("B", WorkerBeat, DispatcherBeat)
 DIED_ALONE = 1 << 20  # reclaims count: deaths + DIED_ALONE * deaths alone (reclaim.lua)
 SCRIPT_NAMES = ("dispatch", "pop", "ack", "reclaim", "orphans", "lease", "errors", "writeslot")
 DELETE_CHUNK = 1000
+DROPPED_TTL_MS = 86_400_000  # as dispatch.lua's: a dropped entry nobody takes is forgotten after a day
 MAX_ERROR_GROUPS = 50  # distinct error messages kept per workload (errors.lua)
 ERROR_EXAMPLES = 5  # example ids kept per message
 
@@ -152,7 +153,7 @@ class Store:
         pushed, depth, lost, refused = 0, 0, False, False
         for index, part_entries in self._split(entries).items():
             k = self.partitions[index]
-            keys = [k.queue, k.inflight, k.stats, k.epoch, k.leader, k.completed, k.again]
+            keys = [k.queue, k.inflight, k.stats, k.epoch, k.leader, k.completed, k.again, k.dropped]
             result = self._run("dispatch", keys, [owner, "head" if head else "tail", *part_entries])
             refused |= int(result[0]) < 0
             pushed += max(int(result[0]), 0)
@@ -219,7 +220,19 @@ class Store:
         k = self.partitions[index]
         suspect, entries, waiting, wait_ms = self._run(
             "pop",
-            [k.queue, k.suspects, k.processing(worker), k.landing(worker), k.rate, k.running, k.workers],
+            [
+                k.queue,
+                k.suspects,
+                k.processing(worker),
+                k.landing(worker),
+                k.rate,
+                k.running,
+                k.workers,
+                k.dropped,
+                k.inflight,
+                k.again,
+                k.asked,
+            ],
             [limit, int(not groups), *self.limits[index].args(), worker, running],
         )
         wait_ms = int(wait_ms)
@@ -347,6 +360,18 @@ class Store:
         pipe = self.client.pipeline(transaction=False)
         for index, part_keys in self._split(keys).items():
             pipe.rpush(self.partitions[index].asked, *part_keys)
+        pipe.execute()
+
+    def drop(self, entries: Sequence[bytes]) -> None:
+        """Entries (of rows just paused) that a take must drop rather than start, if they are
+        still queued; forgotten after a day (one a worker already held is never taken)."""
+        if not entries:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for index, part_entries in self._split(entries).items():
+            dropped = self.partitions[index].dropped
+            pipe.sadd(dropped, *part_entries)
+            pipe.pexpire(dropped, DROPPED_TTL_MS)
         pipe.execute()
 
     def take_asked(self, limit: int) -> list[bytes]:

@@ -1,4 +1,5 @@
--- dispatch.lua: push due entries to the queue, each id at most once in queue or in flight.
+-- dispatch.lua: push due entries to the queue, each id at most once in queue or in flight (but
+-- for an entry superseded by `now`, which no take starts).
 -- KEYS[1]  queue     LIST    entries waiting for a worker (pushed at the tail)
 -- KEYS[2]  inflight  HASH    id -> due_ms of the entry holding it; the dedup set
 -- KEYS[3]  stats     HASH    counter "dispatched"
@@ -9,6 +10,8 @@
 -- KEYS[7]  again     HASH    id -> 1: an id found in flight for ANOTHER due time (the application
 --          made its row due while it was being checked: that check's write will be fenced out);
 --          ack.lua asks for it again the moment it is released, so it is checked right after
+-- KEYS[8]  dropped   SET     entries a take drops instead of starting (pop.lua): a head push
+--          supersedes an id's older entry, wherever it waits, rather than waiting behind it
 -- ARGV[1]  the pushing dispatcher's id: nothing is pushed unless it holds the lease, so a
 --          deposed leader that wakes up late cannot push (dedup would also hold; a second line)
 -- ARGV[2]  "tail" (a page of due rows) or "head" (rows the application asked for now: before
@@ -17,9 +20,17 @@
 -- Returns  {pushed, queue_length_after, lost (1 if the epoch key was missing: Redis lost its
 --          data, so rows behind the dispatcher's cursor may have lost their entries)},
 --          or {-1, queue_length, 0} if the caller does not hold the lease
--- An id already in flight is skipped whatever its due time: its row will be written back (or
--- fenced out) by whoever holds it, and the next due time is read again from MySQL (at once when
--- the due times differ: KEYS[7]).
+-- A tail push skips an id already in flight whatever its due time: its row will be written back
+-- (or fenced out) by whoever holds it, and the next due time is read again from MySQL (at once
+-- when the due times differ: KEYS[7]). A head push (`now`) of an id in flight for another due
+-- time pushes the new entry anyway and adds the old one to KEYS[8]: an old entry still queued,
+-- maybe behind a backlog, is dropped by the take that reaches it, so the row is checked within a
+-- poll; one a worker already holds finishes as before (its write fenced out, its ack releasing
+-- nothing: the id is in flight for the new due time), while the new one may start meanwhile.
+-- A head push of an id queued for the SAME due time (the page dispatcher saw the row first,
+-- e.g. one just resumed) moves that entry to the head if it is among the last MOVE_SCAN of the
+-- queue (where a page just put it), looking through at most MOVE_BUDGET entries per call; one
+-- further back, or held by a worker, stays where it is.
 if redis.call('GET', KEYS[5]) ~= ARGV[1] then
   return {-1, redis.call('LLEN', KEYS[1]), 0}
 end
@@ -29,7 +40,11 @@ if redis.call('EXISTS', KEYS[4]) == 0 then
   lost = 1
 end
 local guarded = redis.call('EXISTS', KEYS[6]) == 1
-local push = ARGV[2] == 'head' and 'LPUSH' or 'RPUSH'
+local head = ARGV[2] == 'head'
+local push = head and 'LPUSH' or 'RPUSH'
+local DROPPED_TTL_MS = 86400000  -- an old entry a worker already held is never taken: forgotten
+local MOVE_SCAN, MOVE_BUDGET = 10000, 100000
+local budget = head and MOVE_BUDGET or 0
 local pushed = 0
 for start = 3, #ARGV, CHUNK do
   local stop = math.min(start + CHUNK - 1, #ARGV)
@@ -42,20 +57,39 @@ for start = 3, #ARGV, CHUNK do
   end
   local held = redis.call('HMGET', KEYS[2], unpack(ids))
   local done = guarded and redis.call('HMGET', KEYS[6], unpack(ids)) or {}
-  local fresh, pairs_, seen = {}, {}, {}
+  local fresh, pairs_, seen, moved = {}, {}, {}, {}
   for k = 1, #ids do
     local id = ids[k]
-    if held[k] and held[k] ~= dues[k] then
-      redis.call('HSET', KEYS[7], id, 1)
-      redis.call('PEXPIRE', KEYS[7], 600000)  -- an id reclaimed instead of released: forgotten
+    local superseded = false
+    if held[k] == dues[k] and budget > 0 and not seen[id] then
+      local entry = ARGV[start + k - 1]
+      local scan = math.min(MOVE_SCAN, budget)
+      budget = budget - scan
+      if redis.call('LPOS', KEYS[1], entry, 'RANK', -1, 'MAXLEN', scan) then
+        redis.call('LREM', KEYS[1], -1, entry)
+        moved[#moved + 1] = entry
+        seen[id] = true
+      end
     end
-    if not held[k] and done[k] ~= dues[k] and not seen[id] then
+    if held[k] and held[k] ~= dues[k] then
+      if head then
+        redis.call('SADD', KEYS[8], id .. ':' .. held[k])
+        redis.call('PEXPIRE', KEYS[8], DROPPED_TTL_MS)
+        redis.call('HDEL', KEYS[7], id)  -- the new entry is the check asked for
+        superseded = true
+      else
+        redis.call('HSET', KEYS[7], id, 1)
+        redis.call('PEXPIRE', KEYS[7], 600000)  -- an id reclaimed instead of released: forgotten
+      end
+    end
+    if (superseded or not held[k]) and done[k] ~= dues[k] and not seen[id] then
       seen[id] = true
       fresh[#fresh + 1] = ARGV[start + k - 1]
       pairs_[#pairs_ + 1] = id
       pairs_[#pairs_ + 1] = dues[k]
     end
   end
+  if #moved > 0 then redis.call('LPUSH', KEYS[1], unpack(moved)) end
   if #fresh > 0 then
     redis.call('HSET', KEYS[2], unpack(pairs_))
     redis.call(push, KEYS[1], unpack(fresh))

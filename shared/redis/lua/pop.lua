@@ -8,6 +8,11 @@
 --                            on the Redis clock: tokens are the time it runs ahead of now
 -- KEYS[6]  running     HASH  worker -> checks it may be running (max_in_flight's count)
 -- KEYS[7]  workers     SET   registered workers (a grant's fair share divides by them)
+-- KEYS[8]  dropped     SET   entries to drop, not start: superseded by `now` (dispatch.lua) or
+--                            of rows paused while queued (Store.drop); each is dropped once
+-- KEYS[9]  inflight    HASH  id -> due_ms; a dropped entry still holding its id releases it
+-- KEYS[10] again       HASH  id -> 1 (dispatch.lua); KEYS[11] asked LIST: a released id asked
+--                            for meanwhile is asked again, as ack.lua does
 -- ARGV[1]  how many entries at most (0: only move what landed, e.g. at shutdown)
 -- ARGV[2]  1: take no reclaimed group (the caller is filling a batch it has begun elsewhere,
 --          another partition of the workload: a group must stay alone in its batch)
@@ -29,6 +34,8 @@
 -- runs further ahead, and later takes wait that much longer. A worker that
 -- dies holding entries took their tokens; nothing is given back, so nothing can leak. If Redis
 -- loses its data, the limits start over.
+-- Dropped entries are left out of the take before anything is counted (they take no token and
+-- no room); testing for them costs one EXISTS per take while there are none.
 local limit = tonumber(ARGV[1])
 local rate, burst, most = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local worker, running = ARGV[6], tonumber(ARGV[7])
@@ -90,6 +97,28 @@ if suspect == 0 and allowed > 0 then
   if more then
     for _, entry in ipairs(more) do taken[#taken + 1] = entry end
   end
+end
+if #taken > 0 and redis.call('EXISTS', KEYS[8]) == 1 then
+  local kept = {}
+  for start = 1, #taken, CHUNK do
+    local stop = math.min(start + CHUNK - 1, #taken)
+    local flags = redis.call('SMISMEMBER', KEYS[8], unpack(taken, start, stop))
+    for i = start, stop do
+      local entry = taken[i]
+      if flags[i - start + 1] == 1 then
+        redis.call('SREM', KEYS[8], entry)
+        local id = id_of(entry)
+        if redis.call('HGET', KEYS[9], id) == string.sub(entry, #id + 2) then
+          redis.call('HDEL', KEYS[9], id)
+          if redis.call('HDEL', KEYS[10], id) == 1 then redis.call('RPUSH', KEYS[11], id) end
+        end
+      else
+        kept[#kept + 1] = entry
+      end
+    end
+  end
+  taken = kept
+  if #taken == 0 then suspect = 0 end
 end
 if #taken > 0 then chunked('SADD', KEYS[3], taken) end
 if rate > 0 and #taken > 0 then
