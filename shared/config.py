@@ -329,6 +329,10 @@ class WorkloadFields(BaseModel):
     # Share of the last minute's checks that failed above which checks count as failing: rows
     # are not fresh, status says so, workers log a warning, the alert rule fires.
     failing_threshold: Annotated[float, Field(gt=0, le=1)] = 0.1
+    # Backing off a failing provider: when at least this share of a worker's checks of the last
+    # second failed, its takes stop but for a small probe a second (2 % of its rate before), until
+    # a probe succeeds (0: never back off). E.g. 0.9 for a check that calls one API.
+    backoff_threshold: Annotated[float, Field(ge=0, le=1)] = 0.0
     # The change feed: every transition of a row's stored result (and between failing and
     # succeeding) recorded in the write-back's own transaction, in a table of the workload
     # table's own (changes_table: `<table>_recheck_changes`), the newest changes_keep kept.

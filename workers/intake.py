@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 
 from recheck.shared.core.entries import Item
+from recheck.shared.core.failures import Breaker
 from recheck.shared.core.keys import KeyKind
 from recheck.shared.redis.connection import REDIS_DOWN
 from recheck.shared.redis.store import ROOM_WAIT, Store
@@ -36,6 +37,9 @@ class Intake:
         self.limited_at: dict[str, float] = {}  # reason ("rate", "in_flight") -> when it last held us back
         self.limits = any(limit.limited for limit in store.limits)
         self.took = threading.Event()  # set by a take that brought entries: the heartbeat tells soon
+        self.breaker: Breaker | None = None  # backing off a failing provider (the lane sets it)
+        self.totals: Callable[[], tuple[int, int]] = lambda: (0, 0)  # rows checked, failed so far
+        self._backing_off = False  # the last take was held back by the breaker
 
     def take(self, limit: int, in_hand: Callable[[], set[bytes]] = set, running: int = 0) -> list[bytes]:
         """Up to `limit` entries, now held in our processing set (0: only what a wait delivered),
@@ -43,6 +47,14 @@ class Intake:
 
         in_hand: the entries the caller is still working on, asked only when a lost reply
         means the processing set must be read back."""
+        self._backing_off = False
+        if self.breaker is not None and limit > 0:
+            cap, wait = self.breaker.allowance(*self.totals())
+            if cap == 0:  # backing off: nothing until the next probe
+                self.limited, self._backing_off = wait, True
+                return []
+            if cap is not None:
+                limit = min(limit, cap)
         try:
             taken = self.store.take(self.worker_id, limit, running)
             entries, self.limited = taken.entries, taken.limited
@@ -77,7 +89,7 @@ class Intake:
         if not self.limited:
             return 0.0
         reason, seconds = ("in_flight", ROOM_RETRY) if self.limited == ROOM_WAIT else (
-            "rate", min(self.limited, RATE_WAIT_MAX))  # fmt: skip
+            "backoff" if self._backing_off else "rate", min(self.limited, RATE_WAIT_MAX))  # fmt: skip
         self.limited_at[reason] = time.monotonic()
         if self.metrics is not None:
             self.metrics.limit_wait.labels(reason).inc(seconds)
@@ -88,7 +100,8 @@ class Intake:
         return self.limited == ROOM_WAIT
 
     def limited_by(self) -> str:
-        """ "rate" or "in_flight" if the limits held a take back in the last few seconds, else ""."""
+        """ "rate", "in_flight" or "backoff" if the limits or the breaker held a take back in the
+        last few seconds, else ""."""
         now = time.monotonic()
         recent = [(at, why) for why, at in self.limited_at.items() if now - at < LIMITED_RECENTLY]
         return max(recent)[1] if recent else ""

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 from recheck.shared.config import Workload
-from recheck.shared.core.failures import FailureWatch
+from recheck.shared.core.failures import Breaker, FailureWatch
 from recheck.shared.core.records import WorkerBeat
 from recheck.shared.mysql.db import last_write as mysql_wrote
 from recheck.shared.mysql.schema import require_table
@@ -64,6 +64,9 @@ class Lane:
         )
         self.presence = Presence(self.store, "worker", worker.id, workload.deployment.heartbeat_ttl)
         self.failures = FailureWatch(workload.failing_threshold, prefix=workload.log_prefix)
+        if workload.backoff_threshold:
+            self.intake.breaker = Breaker(workload.backoff_threshold, prefix=workload.log_prefix)
+            self.intake.totals = lambda: (self.counters.checked, self.counters.failed)
         self.died: str | None = None  # why this lane's loop ended while the process ran (worker.py)
 
     def describe(self) -> str:

@@ -90,3 +90,70 @@ def error_group(message: str | None) -> str:
     text = _HEX.sub("X", text)
     text = _NUMBER.sub("N", text)
     return text[:GROUP_LENGTH]
+
+
+# Backing off a failing provider (the workload's backoff_threshold): each worker judges its own
+# checks, so no coordination is needed and the calls of all workers drop together.
+BACKOFF_WINDOW = 1.0  # seconds of a worker's own outcomes judged while it runs at full rate
+BACKOFF_MIN = 10  # outcomes in that window before it may trip
+PROBE_SHARE = 0.02  # while backing off: this share of the calls per second it made before
+PROBE_EVERY = 1.0  # seconds between probes
+
+
+class Breaker:
+    """A circuit breaker on a worker's takes: when at least `threshold` of the worker's last
+    BACKOFF_WINDOW seconds of checks failed, takes stop but for a probe every PROBE_EVERY seconds
+    of PROBE_SHARE of the ids per second the worker handled before (at least one); the first probe
+    whose checks fail less than `threshold` ends it, and takes are back to full at once. Fed the
+    worker's running totals (rows written as checked, as failed). One log line at each change.
+    Pure logic: no I/O but the log lines."""
+
+    def __init__(self, threshold: float, clock=time.monotonic, prefix: str = ""):
+        self.threshold = threshold
+        self.clock = clock
+        self.prefix = prefix
+        self._totals: deque[tuple[float, int, int]] = deque()  # (time, checked, failed)
+        self.open_since: float | None = None  # backing off since (None: full rate)
+        self.probe = 1  # ids a probe may take
+        self._next_probe = 0.0
+        self._seen = (0, 0)  # the totals when backing off began, or the last probe was allowed
+
+    @property
+    def backing_off(self) -> bool:
+        return self.open_since is not None
+
+    def allowance(self, checked: int, failed: int) -> tuple[int | None, float]:
+        """How many ids the next take may have (None: no cap) and, when none, the seconds to wait."""
+        if self.threshold <= 0:
+            return None, 0.0
+        now = self.clock()
+        if self.open_since is None:
+            self._observe(now, checked, failed)
+            return None, 0.0
+        done_checked, done_failed = checked - self._seen[0], failed - self._seen[1]
+        if done_checked + done_failed and done_failed / (done_checked + done_failed) < self.threshold:
+            log.warning("%sprovider recovered: a probe's checks succeeded after %.0f s of backing off; "
+                        "back to full rate", self.prefix, now - self.open_since)  # fmt: skip
+            self.open_since = None
+            self._totals.clear()
+            return None, 0.0
+        if now >= self._next_probe:
+            self._next_probe = now + PROBE_EVERY
+            self._seen = (checked, failed)
+            return self.probe, 0.0
+        return 0, self._next_probe - now
+
+    def _observe(self, now: float, checked: int, failed: int) -> None:
+        self._totals.append((now, checked, failed))
+        while len(self._totals) > 1 and now - self._totals[1][0] >= BACKOFF_WINDOW:
+            self._totals.popleft()
+        then, checked_then, failed_then = self._totals[0]
+        recent = Recent(checked - checked_then, failed - failed_then)
+        if recent.checked + recent.failed < BACKOFF_MIN or recent.ratio < self.threshold:
+            return
+        span = max(now - then, PROBE_EVERY)
+        self.probe = max(1, int((recent.checked + recent.failed) / span * PROBE_SHARE * PROBE_EVERY))
+        self.open_since, self._next_probe, self._seen = now, now + PROBE_EVERY, (checked, failed)
+        log.warning("%sbacking off a failing provider: %.0f%% of this worker's last %d checks failed; "
+                    "probing with %d ids every %g s until they succeed", self.prefix, 100 * recent.ratio,
+                    recent.checked + recent.failed, self.probe, PROBE_EVERY)  # fmt: skip

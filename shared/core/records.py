@@ -121,7 +121,7 @@ class WorkerBeat(Record):
     # worker last succeeded there (answering is not the same as taking writes).
     mysql_up_for: float = 0.0
     mysql_wrote_ago: float = 0.0
-    limited: str = ""  # "rate" or "in_flight" when the limits held its takes back lately
+    limited: str = ""  # "rate", "in_flight" or "backoff" when its takes were held back lately
     conflicts: int = 0  # deadlocks and lock wait timeouts retried (the benchmark's queue-table workers)
 
 
@@ -229,7 +229,7 @@ class StatusFacts(Record):
     fresh: bool = False
     rate_limit: float = 0.0
     max_in_flight: int = 0
-    limited_by: str = ""  # "rate" or "in_flight" when a live worker's takes were held back lately
+    limited_by: str = ""  # "backoff", "rate" or "in_flight" when a live worker's takes were held back lately
     needed_rate: float | None = None  # checks/s the table asks
     lateness_p50_s: float | None = None  # sampled: rows written since the previous sample
     lateness_p99_s: float | None = None

@@ -168,7 +168,8 @@ class WorkerMetrics:
         self.limit_wait = Counter(
             "recheck_limit_wait_seconds_total",
             "Time workers waited with ids queued because of the workload's limits: reason rate "
-            "(tokens of rate_limit) or in_flight (max_in_flight checks running)",
+            "(tokens of rate_limit), in_flight (max_in_flight checks running) or backoff (backing "
+            "off a failing provider: backoff_threshold)",
             [*WORKLOAD, "reason"],
             registry=registry,
         )

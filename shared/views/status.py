@@ -175,9 +175,10 @@ def gather(
 
 
 def limited_by(workers: list[WorkerBeat]) -> str:
-    """ "rate" or "in_flight" when a live worker's takes were held back by the limits lately."""
+    """ "backoff" when a live worker is backing off a failing provider, else "rate" or
+    "in_flight" when a live worker's takes were held back by the limits lately."""
     held = {w.limited for w in workers}
-    return "rate" if "rate" in held else "in_flight" if "in_flight" in held else ""
+    return next((why for why in ("backoff", "rate", "in_flight") if why in held), "")
 
 
 class Sampler:
@@ -361,6 +362,9 @@ def dead_line(facts: StatusFacts) -> str:
 def waiting_reason(facts: StatusFacts) -> str:
     """Why ids wait in the queue while workers live: the limits, or workers that are behind."""
     queued = f"{facts.queue_depth:,} ids waiting"
+    if facts.limited_by == "backoff":
+        return (f"backing off a failing provider: {queued} while workers probe with a few checks a "
+                "second until they succeed (backoff_threshold)")  # fmt: skip
     if facts.limited_by == "rate":
         needs = f"; the table needs about {facts.needed_rate:,.0f}/s" if facts.needed_rate else ""
         return f"rate-limited: {queued} for tokens (rate_limit {facts.rate_limit:g}/s{needs})"
@@ -377,7 +381,8 @@ def limits_line(facts: StatusFacts) -> str:
     if facts.max_in_flight:
         parts.append(f"max_in_flight {facts.max_in_flight}")
     if facts.limited_by:
-        parts.append("rate-limited now" if facts.limited_by == "rate" else "at max_in_flight now")
+        parts.append({"rate": "rate-limited now", "in_flight": "at max_in_flight now"}.get(
+            facts.limited_by, "backing off a failing provider now"))  # fmt: skip
     return f"   ({', '.join(parts)})" if parts else ""
 
 

@@ -219,6 +219,15 @@ def stamped(ids: list) -> list[str]:
     return ["ok"] * len(ids)
 
 
+def flaky_provider(ids: list) -> list[str]:
+    """stamped, and fails (raises) while the file TEST_PROVIDER_DOWN exists: a provider answering
+    500 to everything (the backoff tests)."""
+    stamped(ids)
+    if Path(os.environ["TEST_PROVIDER_DOWN"]).exists():
+        raise RuntimeError("provider answered 500")
+    return ["ok"] * len(ids)
+
+
 _COUNT_UP = """
 local running = redis.call('INCR', KEYS[1])
 if running > tonumber(redis.call('GET', KEYS[2]) or 0) then redis.call('SET', KEYS[2], running) end

@@ -56,3 +56,7 @@ def test_the_limits_a_worker_reports_lead_to_one_reason():
         WorkerBeat(id="c"),
     ]
     assert limited_by(workers) == "rate" and limited_by(workers[:1]) == "in_flight" and limited_by([]) == ""
+    backing_off = [*workers, WorkerBeat(id="d", limited="backoff")]
+    assert limited_by(backing_off) == "backoff"  # a failing provider explains the wait first
+    waiting = facts(overdue_waiting=40, queue_depth=500, limited_by="backoff")
+    assert waiting_reason(waiting).startswith("backing off a failing provider: 500 ids waiting")
