@@ -60,11 +60,10 @@ class Actions:
         Quarantined rows stay so (release them)."""
         found, missing = self._existing(ids)
         pausable = [key for key, s in found.items() if not (s.quarantined or s.dead or s.done)]
-        queued = self.rows.due_entries(pausable)  # the entries the dispatcher may have queued
         self.rows.pause(pausable)
-        if queued:  # after the pause: a dropped entry releases its id, and the row must not be due
+        if pausable:  # after the pause: a dropped entry releases its id, and the row must not be due
             with contextlib.suppress(*REDIS_DOWN):
-                self.store().drop(queued)
+                self.store().drop([self.rows.keys.encode(key) for key in pausable])
         return Acted(pausable, missing, left_alone(found, pausable))
 
     def resume(self, ids: Iterable) -> Acted:

@@ -98,6 +98,7 @@ BACKOFF_WINDOW = 1.0  # seconds of a worker's own outcomes judged while it runs 
 BACKOFF_MIN = 10  # outcomes in that window before it may trip
 PROBE_SHARE = 0.02  # while backing off: this share of the calls per second it made before
 PROBE_EVERY = 1.0  # seconds between probes
+PROBE_MIN = 3  # ids a probe takes at least: one lucky success of a provider failing 80 % is no recovery
 
 
 class Breaker:
@@ -131,7 +132,8 @@ class Breaker:
             self._observe(now, checked, failed)
             return None, 0.0
         done_checked, done_failed = checked - self._seen[0], failed - self._seen[1]
-        if done_checked + done_failed and done_failed / (done_checked + done_failed) < self.threshold:
+        # Hysteresis, as FailureWatch: a probe must fail under half the threshold to end it.
+        if done_checked + done_failed and done_failed / (done_checked + done_failed) < self.threshold / 2:
             log.warning("%sprovider recovered: a probe's checks succeeded after %.0f s of backing off; "
                         "back to full rate", self.prefix, now - self.open_since)  # fmt: skip
             self.open_since = None
@@ -151,8 +153,10 @@ class Breaker:
         recent = Recent(checked - checked_then, failed - failed_then)
         if recent.checked + recent.failed < BACKOFF_MIN or recent.ratio < self.threshold:
             return
+        if now - then < BACKOFF_WINDOW / 2:  # one take's outcomes, just after a start: not yet a trend
+            return
         span = max(now - then, PROBE_EVERY)
-        self.probe = max(1, int((recent.checked + recent.failed) / span * PROBE_SHARE * PROBE_EVERY))
+        self.probe = max(PROBE_MIN, int((recent.checked + recent.failed) / span * PROBE_SHARE * PROBE_EVERY))
         self.open_since, self._next_probe, self._seen = now, now + PROBE_EVERY, (checked, failed)
         log.warning("%sbacking off a failing provider: %.0f%% of this worker's last %d checks failed; "
                     "probing with %d ids every %g s until they succeed", self.prefix, 100 * recent.ratio,

@@ -328,7 +328,7 @@ class Store:
             still_held += self._run(
                 "ack",
                 [k.processing(worker), k.inflight, k.queue, k.stats, k.reclaims, k.sweep_guard,
-                 k.dispatch_guard, k.completed, k.again, k.asked],
+                 k.dispatch_guard, k.completed, k.again, k.asked, k.dropped],
                 [int(whole), len(finished), len(held_up), *added, *finished, *held_up, *untouched],
             )  # fmt: skip
         return still_held
@@ -362,17 +362,20 @@ class Store:
             pipe.rpush(self.partitions[index].asked, *part_keys)
         pipe.execute()
 
-    def drop(self, entries: Sequence[bytes]) -> None:
-        """Entries (of rows just paused) that a take must drop rather than start, if they are
-        still queued; forgotten after a day (one a worker already held is never taken)."""
-        if not entries:
-            return
-        pipe = self.client.pipeline(transaction=False)
-        for index, part_entries in self._split(entries).items():
-            dropped = self.partitions[index].dropped
-            pipe.sadd(dropped, *part_entries)
-            pipe.pexpire(dropped, DROPPED_TTL_MS)
-        pipe.execute()
+    def drop(self, ids: Sequence[bytes]) -> None:
+        """Have a take drop, rather than start, the entry that holds each of these ids (as entries
+        spell them) if it is still queued: the rows were just paused. Only an id in flight can be
+        queued, and the entry marked is the one in flight (its due time may differ from the row's,
+        e.g. a `now` not pushed yet); one a worker already holds leaves the mark with its ack."""
+        for index, part_ids in self._split(ids).items():
+            k = self.partitions[index]
+            held = self.client.hmget(k.inflight, part_ids)
+            marks = [i + b":" + due for i, due in zip(part_ids, held, strict=True) if due is not None]
+            if marks:
+                pipe = self.client.pipeline(transaction=False)
+                pipe.sadd(k.dropped, *marks)
+                pipe.pexpire(k.dropped, DROPPED_TTL_MS)
+                pipe.execute()
 
     def take_asked(self, limit: int) -> list[bytes]:
         """Up to `limit` asked ids, from every partition."""

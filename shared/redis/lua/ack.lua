@@ -9,6 +9,8 @@
 -- KEYS[8]  completed   HASH  id -> due_ms (expires 30 s after the last record)
 -- KEYS[9]  again       HASH  id -> 1: asked for while in flight (dispatch.lua); released ones
 --          go to KEYS[10], the asked LIST the dispatcher reads, to be checked again at once
+-- KEYS[11] dropped     SET   entries a take must drop (pop.lua): one this worker held and now
+--          releases will never be taken again, so it leaves the set here (else it stays a day)
 -- ARGV[1]  1 if these entries are everything the worker holds (a batch worker's ack), else 0
 -- ARGV[2]  number of finished entries F (written back, fenced out, malformed, or gone: the row was
 --          deleted since its dispatch)
@@ -97,6 +99,14 @@ local function release(from, to, completing)
     end
   end
   return count
+end
+
+if redis.call('EXISTS', KEYS[11]) == 1 then  -- usually not: one EXISTS per ack then
+  local gone = {}
+  for i = FIRST, first_back - 1 do
+    if held[i] then gone[#gone + 1] = ARGV[i] end
+  end
+  if #gone > 0 then chunked('SREM', KEYS[11], gone) end
 end
 
 local finished = release(FIRST, first_deferred - 1, true)

@@ -72,7 +72,9 @@ for start = 3, #ARGV, CHUNK do
       end
     end
     if held[k] and held[k] ~= dues[k] then
-      if head then
+      -- Only a NEWER due time supersedes: a head push read before the row was checked and
+      -- dispatched again (short intervals) must not drop the live entry for a stale one.
+      if head and tonumber(dues[k]) > tonumber(held[k]) then
         redis.call('SADD', KEYS[8], id .. ':' .. held[k])
         redis.call('PEXPIRE', KEYS[8], DROPPED_TTL_MS)
         redis.call('HDEL', KEYS[7], id)  -- the new entry is the check asked for
