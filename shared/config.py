@@ -331,7 +331,7 @@ class WorkloadFields(BaseModel):
     failing_threshold: Annotated[float, Field(gt=0, le=1)] = 0.1
     # Backing off a failing provider: when at least this share of a worker's checks of the last
     # second failed, its takes stop but for a small probe a second (2 % of its rate before), until
-    # a probe succeeds (0: never back off). E.g. 0.9 for a check that calls one API.
+    # a probe mostly succeeds (0: never back off). E.g. 0.9 for a check that calls one API.
     backoff_threshold: Annotated[float, Field(ge=0, le=1)] = 0.0
     # The change feed: every transition of a row's stored result (and between failing and
     # succeeding) recorded in the write-back's own transaction, in a table of the workload
