@@ -99,7 +99,11 @@ def test_two_dispatchers_active_for_a_moment_never_duplicate(cluster):
         time.sleep(0.05)
     assert duplicates_in_queue == 0
     report = cluster.finish("leader paused past its lease, then resumed (split brain)")
-    assert "deposed" in cluster.procs.log_of(leader) or "lost the lease" in cluster.procs.log_of(leader)
+    # It notices it no longer leads in one of three ways, whichever comes first after SIGCONT: a
+    # refused push (deposed), its heartbeat's renewal (lost the lease), or the page it was stopped
+    # in the middle of, under way longer than the lease (giving up the lease: CI, 2026-11-26).
+    log = cluster.procs.log_of(leader)
+    assert any(said in log for said in ("deposed", "lost the lease", "giving up the lease")), log
     s = cluster.settings
     report.assert_invariants(
         bound_s=s.deployment.leader_ttl + s.deployment.heartbeat_interval + 1.5, max_duplicates=0
