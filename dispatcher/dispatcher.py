@@ -43,10 +43,14 @@ class Page:
 
 
 class DuePusher:
-    """Reads one page of due rows after a cursor and pushes them through the dedup script."""
+    """Reads one page of due rows after a cursor and pushes them through the dedup script.
 
-    def __init__(self, workload: Workload, db: Database, store: Store, owner: str):
+    priority: the pusher of the priority rows (priority_column = 1), into their own list; else
+    of the other rows (all of them without a priority column). Each row is read by one of the two."""
+
+    def __init__(self, workload: Workload, db: Database, store: Store, owner: str, priority: bool = False):
         self.owner = owner  # the dispatcher id: pushes need its lease
+        self.priority = priority
         self.metrics = dispatcher_metrics(workload.name)
         self.workload = workload
         self.rows = Rows(workload, db)
@@ -70,10 +74,10 @@ class DuePusher:
         keys = self.learn_keys()
         if guard:
             self.store.begin_guard(guard, GUARD_TTL_MS)
-        entries = self.rows.due_page(cursor, before, limit, lateness_s)
+        entries = self.rows.due_page(cursor, before, limit, lateness_s, priority=self.priority)
         if not entries:
             return Page(0, 0, -1, cursor, False)
-        pushed, depth, lost = self.store.push(self.owner, entries)
+        pushed, depth, lost = self.store.push(self.owner, entries, priority=self.priority)
         if pushed < 0:
             raise NotLeader(self.owner)
         if pushed:
@@ -81,6 +85,10 @@ class DuePusher:
             self.metrics.last_dispatch.set(time.time())
         last = keys.parse(entries[-1:])[0][0]
         return Page(len(entries), pushed, depth, (last.due_ms, last.id), lost)
+
+    def depth(self) -> int:
+        """Entries waiting in the list this pusher fills (its backpressure)."""
+        return self.store.queue_depth(self.priority)
 
     def push_asked(self) -> int:
         """The ids the application asked to check now (Client.now, `recheck now`, resume): their
@@ -127,6 +135,18 @@ class Dispatcher:
         self.depth = 0
         self.dispatched = 0
         self.pages = 0
+        self.partners: list[Dispatcher] = []  # other passes over the table: they rewind with this one
+
+    @classmethod
+    def passes(cls, workload: Workload, db: Database, store: Store, owner: str) -> list[Dispatcher]:
+        """The workload's dispatch passes, each with its own cursor: the priority rows' first
+        when it has a priority column (docs/priorities.md), then the others'."""
+        if not workload.priority_column:
+            return [cls(workload, DuePusher(workload, db, store, owner))]
+        first = cls(workload, DuePusher(workload, db, store, owner, priority=True))
+        rest = cls(workload, DuePusher(workload, db, store, owner))
+        first.partners, rest.partners = [rest], [first]
+        return [first, rest]
 
     def rewind(self) -> None:
         """Start again from the oldest due row; dedup and the guard make rereading harmless."""
@@ -136,7 +156,7 @@ class Dispatcher:
     def poll(self) -> float:
         workload = self.workload
         if self.depth >= workload.high_water:
-            self.depth = self.pusher.store.queue_depth()
+            self.depth = self.pusher.depth()
             if self.depth >= workload.high_water:
                 return workload.deployment.poll_interval
         limit = min(workload.dispatch_batch, workload.high_water - self.depth)
@@ -167,7 +187,8 @@ class Dispatcher:
         self.dispatched += page.pushed
         if page.lost and not first_push:
             log.warning("%sredis lost its data; rereading every due row from the oldest", self.prefix)
-            self.rewind()
+            for one in [self, *self.partners]:
+                one.rewind()
             return 0.0
         return 0.0 if page.read == limit else workload.deployment.poll_interval
 

@@ -37,7 +37,10 @@ class DispatchLane:
         self.store, self.db, self.life = service.parts_for(workload)
         self.presence = Presence(self.store, "dispatcher", service.id, workload.deployment.heartbeat_ttl)
         self.lease = Lease(self.store, service.id, workload.deployment.leader_ttl)
-        self.dispatcher = Dispatcher(workload, DuePusher(workload, self.db, self.store, service.id))
+        # Its passes over the table (two with a priority column, the priority rows' first), each
+        # with its own cursor, polled in turn by the dispatch loop; `dispatcher` reads the others.
+        self.passes = Dispatcher.passes(workload, self.db, self.store, service.id)
+        self.dispatcher = self.passes[-1]
         self.metrics = dispatcher_metrics(self.name)
         self.job_dbs: list[Database] = []
         # A standby's check that it could lead: short timeouts, so a silent MySQL cannot hold it up.
@@ -59,6 +62,11 @@ class DispatchLane:
         s, own_db = self.workload, self._own_db
         pusher = DuePusher(s, own_db(), self.store, self.service.id)
         sweeper = Sweeper(s, pusher, dispatcher_cursor=lambda: self.dispatcher.cursor)
+        if len(self.passes) > 1:  # the priority rows behind the priority pass's cursor, too
+            first = self.passes[0]
+            sweeper.also(
+                DuePusher(s, own_db(), self.store, self.service.id, priority=True), lambda: first.cursor
+            )
         self.asked = AskedPusher(DuePusher(s, own_db(), self.store, self.service.id))
         jobs = {
             "reclaim": (Reclaimer(s, own_db(), self.store), s.deployment.reclaim_interval, True),
@@ -82,7 +90,7 @@ class DispatchLane:
             return None
         self.paging_since = time.monotonic()
         try:
-            return self.dispatcher.poll()
+            return min(one.poll() for one in self.passes)
         except NotLeader:
             self.lease.deposed()
             return 0.0
@@ -125,7 +133,8 @@ class DispatchLane:
             wanted = mine or (holder is None and (may_take or long_free))
             if wanted and self.can_read_mysql() and lease.hold():
                 self.free_since = None
-                self.dispatcher.rewind()  # a new leader starts from the oldest due row
+                for one in self.passes:  # a new leader starts from the oldest due row
+                    one.rewind()
 
     def beat(self) -> None:
         """From the scheduler's heartbeat job: renew a held lease (see renew) and publish the
@@ -141,13 +150,13 @@ class DispatchLane:
                 role="leader" if held else "standby",
                 workload=self.name,
                 dispatched=self.dispatched(),
-                pages=self.dispatcher.pages,
+                pages=sum(one.pages for one in self.passes),
             )
         )
 
     def dispatched(self) -> int:
         """Ids pushed by this lane: pages and the ids the application asked for."""
-        return self.dispatcher.dispatched + self.asked.dispatched
+        return sum(one.dispatched for one in self.passes) + self.asked.dispatched
 
     def can_read_mysql(self) -> bool:
         """Liveness is not progress: a standby takes a lease only if it can read MySQL itself."""

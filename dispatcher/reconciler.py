@@ -13,6 +13,7 @@ Each job is an object with run_once(), an ordinary function tests call directly:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from recheck.dispatcher.dispatcher import END, START, DuePusher
 from recheck.shared.config import Workload
@@ -104,30 +105,22 @@ class Sweeper:
         self.workload = workload
         self.pusher = pusher
         self.dispatcher_cursor = dispatcher_cursor
+        self.passes: list[tuple[DuePusher, Callable[[], tuple]]] = [(pusher, dispatcher_cursor)]
+
+    def also(self, pusher: DuePusher, dispatcher_cursor: Callable[[], tuple]) -> None:
+        """Sweep another pass's rows too (the priority rows, behind the priority pass's cursor),
+        after this one's, in the same run."""
+        self.passes.append((pusher, dispatcher_cursor))
 
     def run_once(self, max_pages: int = 1000) -> int:
         """Returns how many overdue ids were dispatched again (0 in healthy running)."""
         workload = self.workload
-        cursor, pushed, depth = START, 0, self.pusher.store.queue_depth()
-        before = self.dispatcher_cursor()
-        guard = "sweep"
+        pushed = 0
         try:
-            for _ in range(max_pages):
-                room = workload.high_water - depth
-                if room <= 0:
-                    break
-                limit = min(workload.dispatch_batch, room)
-                page = self.pusher.push_page(
-                    cursor, limit, lateness_s=workload.deployment.sweep_grace, before=before, guard=guard
-                )
-                if page.read == 0:
-                    break
-                pushed += page.pushed
-                cursor, depth = page.cursor, page.depth
-                if page.read < limit:
-                    break
+            for pusher, dispatcher_cursor in self.passes:
+                pushed += self.sweep(pusher, dispatcher_cursor(), max_pages)
         finally:
-            self.pusher.store.end_guard(guard)
+            self.pusher.store.end_guard("sweep")
         if pushed:
             log.warning(
                 "%ssweep: %d rows overdue by more than %.1fs were not in flight; dispatched them again",
@@ -135,6 +128,25 @@ class Sweeper:
                 pushed,
                 workload.deployment.sweep_grace,
             )
+        return pushed
+
+    def sweep(self, pusher: DuePusher, before: tuple, max_pages: int) -> int:
+        """One pass's overdue rows behind its cursor (`before`), under the sweep's guard."""
+        workload, cursor, pushed, depth = self.workload, START, 0, pusher.depth()
+        for _ in range(max_pages):
+            room = workload.high_water - depth
+            if room <= 0:
+                break
+            limit = min(workload.dispatch_batch, room)
+            page = pusher.push_page(
+                cursor, limit, lateness_s=workload.deployment.sweep_grace, before=before, guard="sweep"
+            )
+            if page.read == 0:
+                break
+            pushed += page.pushed
+            cursor, depth = page.cursor, page.depth
+            if page.read < limit:
+                break
         return pushed
 
 

@@ -355,6 +355,12 @@ class WorkloadFields(BaseModel):
     # second, and checks running at once (shared/core/limits.py and shared/redis/lua/pop.lua keep them).
     rate_limit: Annotated[float, Field(ge=0, le=10_000_000)] = 0.0
     max_in_flight: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+    # Priority (docs/priorities.md): rows whose priority_column is 1 (TRUE) are read by a pass of
+    # their own into a queue of their own, taken before the rest; while both wait, priority_share
+    # of every take still goes to the rest, so they are never starved. Changes nothing while the
+    # workers keep up.
+    priority_column: Annotated[str, AfterValidator(_optional_identifier)] = ""
+    priority_share: Annotated[float, Field(ge=0, le=0.9)] = 0.1
 
 
 WORKLOAD_KEYS = tuple(WorkloadFields.model_fields)  # what a [workloads.NAME] table may set
@@ -402,6 +408,7 @@ class Workload(WorkloadFields):
             self.fail_column,
             self.error_column,
             *([self.interval_column] if self.interval_column else []),
+            *([self.priority_column] if self.priority_column else []),
         ]
         if len({c.lower() for c in columns}) != len(columns):
             raise ValueError("id_column: the configured column names must all be different")

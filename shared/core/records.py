@@ -211,6 +211,9 @@ class StatusFacts(Record):
     quarantined_ids: list[dict[str, Any]] = field(default_factory=list)  # {"id", "reason"}
     failing: list[dict[str, Any]] = field(default_factory=list)  # {"id", "fails", "error"} (sampled)
     queue_depth: int = 0
+    priority_depth: int = 0  # of queue_depth, priority rows' entries (priority_column)
+    priority_column: str = ""  # rows whose column is 1 go first (docs/priorities.md)
+    priority_share: float = 0.0  # of each take, kept for the rest while both wait
     suspects: int = 0
     in_flight: int = 0
     live_workers: int = 0

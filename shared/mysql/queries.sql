@@ -46,6 +46,9 @@ SELECT NOW(3), UNIX_TIMESTAMP(NOW(3))
 -- GROUP_CONCAT keeps its own ORDER BY: the cursor is taken from the last entry.
 -- A NULL after_id (before_id) stands for "before (after) every key": the first and last pages
 -- of a pass, for keys of any type.
+-- {class_filter}: with a priority column, the rest's pass reads the rows whose priority column is
+-- not 1 (through the due index) and the priority pass ("due_page_priority", sql.py) those whose
+-- column is 1 (through the (priority, due, id) index); without one, nothing.
 SELECT GROUP_CONCAT(page.entry ORDER BY page.due, page.row_id SEPARATOR ' ')
 FROM (
     SELECT CONCAT({key_out}, ':', TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', {due}) DIV 1000)
@@ -55,6 +58,7 @@ FROM (
     WHERE {due} <= NOW(3) - INTERVAL %(lateness_us)s MICROSECOND
       AND ({due} < %(before_due)s OR ({due} = %(before_due)s AND (%(before_id)s IS NULL OR {id} <= %(before_id)s)))
       AND ({due} > %(after_due)s OR ({due} = %(after_due)s AND (%(after_id)s IS NULL OR {id} > %(after_id)s)))
+      {class_filter}
     ORDER BY {due}, {id}
     LIMIT %(limit)s
 ) AS page

@@ -72,12 +72,15 @@ class Rows:
         return now, float(epoch)
 
     # -- dispatching ------------------------------------------------------------------------
-    def due_page(self, after: tuple, before: tuple, limit: int, lateness_s: float = 0.0) -> list[bytes]:
+    def due_page(
+        self, after: tuple, before: tuple, limit: int, lateness_s: float = 0.0, priority: bool = False
+    ) -> list[bytes]:
         """Queue entries of the rows due at least `lateness_s` ago after the keyset cursor `after`
-        and up to `before` ((due_ms, key) each; a None key: before, or after, every key)."""
+        and up to `before` ((due_ms, key) each; a None key: before, or after, every key). With a
+        priority column: of the priority rows, or of the rest (queries.sql, `{class_filter}`)."""
         self.table  # noqa: B018 (the page prints keys as their kind spells them)
         rows = self.db.query(
-            self.queries.due_page,
+            self.queries.due_page_priority if priority else self.queries.due_page,
             {
                 "after_due": sql_datetime(after[0]),
                 "after_id": after[1],

@@ -210,6 +210,15 @@ def inspect_table(workload: Workload, db: Database, adopt: tuple[str, ...] = ())
                 f"interval column {workload.interval_column!r} is {interval.column_type}; "
                 "it must hold seconds as a number"
             )
+    if workload.priority_column:
+        priority = columns.get(workload.priority_column.lower())
+        if priority is None:
+            plan.fatal.append(f"has no priority column {workload.priority_column!r} (priority_column)")
+        elif priority.data_type not in INTEGER_TYPES:
+            plan.fatal.append(
+                f"priority column {workload.priority_column!r} is {priority.column_type}; "
+                "it must be an integer (1 marks a priority row), e.g. BOOLEAN"
+            )
     due = columns.get(due_column)
     if due is not None:
         plan.fatal += due_column_problems(workload, due)
@@ -246,7 +255,26 @@ def inspect_table(workload: Workload, db: Database, adopt: tuple[str, ...] = ())
         plan.changes.append(
             f"ADD KEY `recheck_due` ({quote(workload.due_column)}, {quote(workload.id_column)})"
         )
+    if workload.priority_column and not has_priority_index(workload, indexes, primary):
+        plan.changes.append(
+            f"ADD KEY `recheck_priority` ({quote(workload.priority_column)}, "
+            f"{quote(workload.due_column)}, {quote(workload.id_column)})"
+        )
     return plan
+
+
+def has_priority_index(
+    workload: Workload, indexes: dict[str, tuple[bool, list[str]]], primary: list[str]
+) -> bool:
+    """An index the priority pass walks in (due, id) order among the rows whose priority column
+    is 1: (priority, due, id), or (priority, due) with id the primary key (InnoDB appends it)."""
+    priority, due, id_column = (
+        workload.priority_column.lower(), workload.due_column.lower(), workload.id_column.lower()
+    )  # fmt: skip
+    return any(
+        names[:3] == [priority, due, id_column] or (names == [priority, due] and primary == [id_column])
+        for _, names in indexes.values()
+    )
 
 
 def due_column_problems(workload: Workload, due: Column) -> list[str]:

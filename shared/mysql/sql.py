@@ -108,6 +108,16 @@ def due_default(workload: Workload) -> str:
     return "CURRENT_TIMESTAMP(3)"
 
 
+def class_filter(workload: Workload, priority: bool) -> str:
+    """The due page's condition on a row's class (docs/priorities.md): each row is read by one
+    pass only, the priority pass's (priority column = 1) or the rest's (any other value, NULL
+    included); nothing without a priority column."""
+    if not workload.priority_column:
+        return ""
+    column = quote(workload.priority_column)
+    return f"AND {column} = 1" if priority else f"AND NOT ({column} <=> 1)"
+
+
 class Queries:
     """Every statement of a package, ready to execute: ``Queries(workload).due_page``.
 
@@ -143,7 +153,12 @@ class Queries:
         quoted["check_columns"] = ", ".join(f"t.{quote(c)}" for c in workload.columns) or "NULL"
         for name, expression in due_expressions(workload).items():
             quoted[name] = expression.replace("{fails}", quoted["fails"])
-        self._rendered = {name: sql.format_map(quoted) for name, sql in raw_queries(package).items()}
+        quoted["class_filter"] = class_filter(workload, priority=False)
+        raw = raw_queries(package)
+        self._rendered = {name: sql.format_map(quoted) for name, sql in raw.items()}
+        if "due_page" in raw:  # the priority pass's page: the same read, of the priority rows only
+            quoted["class_filter"] = class_filter(workload, priority=True)
+            self._rendered["due_page_priority"] = raw["due_page"].format_map(quoted)
 
     def __getattr__(self, name: str) -> str:
         try:

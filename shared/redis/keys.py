@@ -64,6 +64,9 @@ class Keys:
         self._tag = tag
         self.tag = tag
         self.queue = f"{tag}:queue"  # LIST of "id:due_ms" entries waiting for a worker
+        # LIST of the priority rows' entries (priority_column), taken before the queue's
+        self.priority_queue = f"{tag}:queue:priority"
+        self.turns = f"{tag}:turns"  # STRING: the rest's share of takes carried over (pop.lua)
         self.suspects = f"{tag}:suspects"  # LIST of groups of reclaimed entries, each one batch
         self.inflight = f"{tag}:inflight"  # HASH id -> due_ms of the entry holding it; the dedup set
         self.workers = f"{tag}:workers"  # SET of registered worker ids

@@ -95,13 +95,15 @@ class Overview(NamedTuple):
     in_flight: int
     counters: dict[str, int]
     leader: str | None
+    priority_depth: int = 0  # of queue_depth, entries in the priority list
 
 
 def open_store(client: RedisClient, workload: Workload) -> Store:
     """The store of a workload, over its partitions (one when it is not partitioned), keeping
     its rate_limit and max_in_flight."""
     limits = partition_limits(workload.rate_limit, workload.max_in_flight, workload.partitions)
-    return Store(client, Keys.every_partition(workload), limits)
+    share = workload.priority_share if workload.priority_column else None
+    return Store(client, Keys.every_partition(workload), limits, priority_share=share)
 
 
 def soonest(waits: list[float]) -> float:
@@ -112,9 +114,15 @@ def soonest(waits: list[float]) -> float:
 
 class Store:
     def __init__(
-        self, client: RedisClient, partitions: Keys | list[Keys], limits: list[PartLimit] | None = None
+        self,
+        client: RedisClient,
+        partitions: Keys | list[Keys],
+        limits: list[PartLimit] | None = None,
+        priority_share: float | None = None,
     ):
         self.client = client
+        # The rest's share of takes while priority rows wait (pop.lua); None: no priority column.
+        self.priority_share = "" if priority_share is None else repr(float(priority_share))
         self.partitions = [partitions] if isinstance(partitions, Keys) else list(partitions)
         self.limits = limits or [NO_LIMIT] * len(self.partitions)
         self.keys = self.partitions[0]  # names for logs and status; where the one-per-workload keys live
@@ -146,23 +154,30 @@ class Store:
         return split_by_partition(entries, self.count)
 
     # -- dispatching (dispatch.lua) ---------------------------------------------------------
-    def push(self, owner: str, entries: Sequence[bytes], head: bool = False) -> Pushed:
+    def push(
+        self, owner: str, entries: Sequence[bytes], head: bool = False, priority: bool = False
+    ) -> Pushed:
         """Queue entries whose id is not in flight, each through its partition's dedup script, if
         `owner` holds the lease there; refused (-1) if any partition's lease is not `owner`'s
-        (what was pushed elsewhere stays: those rows are due). head: before whatever waits."""
+        (what was pushed elsewhere stays: those rows are due). head: before whatever waits;
+        priority: to the priority list (its depth is the one returned)."""
         pushed, depth, lost, refused = 0, 0, False, False
+        mode = "head" if head else "priority" if priority else "tail"
         for index, part_entries in self._split(entries).items():
             k = self.partitions[index]
             keys = [k.queue, k.inflight, k.stats, k.epoch, k.leader, k.completed, k.again, k.dropped]
-            result = self._run("dispatch", keys, [owner, "head" if head else "tail", *part_entries])
+            result = self._run("dispatch", [*keys, k.priority_queue], [owner, mode, *part_entries])
             refused |= int(result[0]) < 0
             pushed += max(int(result[0]), 0)
             depth += int(result[1])
             lost |= bool(result[2])
         return Pushed(-1 if refused else pushed, depth, lost)
 
-    def queue_depth(self) -> int:
-        return sum(self._each(lambda client, k: client.llen(k.queue)))
+    def queue_depth(self, priority: bool | None = None) -> int:
+        """Entries waiting: in the priority list (True), the other (False), or both (None)."""
+        if priority is None:
+            return self.queue_depth(False) + (self.queue_depth(True) if self.priority_share else 0)
+        return sum(self._each(lambda client, k: client.llen(k.priority_queue if priority else k.queue)))
 
     def highest_in_flight_due(self) -> int | None:
         """The latest due time (ms) among ids in flight, or None if nothing is in flight."""
@@ -232,8 +247,10 @@ class Store:
                 k.inflight,
                 k.again,
                 k.asked,
+                k.priority_queue,
+                k.turns,
             ],
-            [limit, int(not groups), *self.limits[index].args(), worker, running],
+            [limit, int(not groups), *self.limits[index].args(), worker, running, self.priority_share],
         )
         wait_ms = int(wait_ms)
         return Taken(bool(suspect), entries, int(waiting), ROOM_WAIT if wait_ms < 0 else wait_ms / 1000)
@@ -476,7 +493,7 @@ class Store:
         held = [key for w in workers for key in (k.processing(w), k.landing(w))]
         released = self._run(
             "orphans",
-            [k.inflight, k.queue, k.suspects, k.quarantine, k.stats, k.workers, *held],
+            [k.inflight, k.queue, k.suspects, k.quarantine, k.stats, k.workers, k.priority_queue, *held],
             [len(candidates) // 2, *candidates, *workers],
         )
         return None if released == -1 else released
@@ -506,6 +523,11 @@ class Store:
         position = self.client.lpos(k.queue, entry)
         if position is not None:
             found["queue_position"] = int(position) + 1
+            return found
+        position = self.client.lpos(k.priority_queue, entry) if self.priority_share else None
+        if position is not None:  # taken before the other list: its place in the priority list
+            found["queue_position"] = int(position) + 1
+            found["priority_queue"] = True
             return found
         groups = self.client.lrange(k.suspects, 0, -1)  # reclaimed batches waiting: few, and rare
         found["suspect_group"] = any(entry in group.split(b" ") for group in groups)
@@ -593,21 +615,23 @@ class Store:
         pipe = self.client.pipeline(transaction=False)
         for k in self.partitions:
             pipe.llen(k.queue)
+            pipe.llen(k.priority_queue)
             pipe.llen(k.suspects)
             pipe.hlen(k.inflight)
             pipe.hgetall(k.stats)
         pipe.get(self.keys.leader)
         *per_partition, leader = pipe.execute()
-        depth = suspects = in_flight = 0
+        depth = priority = suspects = in_flight = 0
         counters: dict[str, int] = {}
-        for start in range(0, len(per_partition), 4):
-            part_depth, part_suspects, part_in_flight, stats = per_partition[start : start + 4]
-            depth, suspects = depth + part_depth, suspects + part_suspects
+        for start in range(0, len(per_partition), 5):
+            part_depth, part_priority, part_suspects, part_in_flight, stats = per_partition[start : start + 5]
+            depth, priority = depth + part_depth + part_priority, priority + part_priority
+            suspects += part_suspects
             in_flight += part_in_flight
             for name, value in stats.items():
                 counters[name.decode()] = counters.get(name.decode(), 0) + int(value)
         holder = leader.decode() if leader else None
-        return Overview(depth, suspects, in_flight, dict(sorted(counters.items())), holder)
+        return Overview(depth, suspects, in_flight, dict(sorted(counters.items())), holder, priority)
 
     # -- whole-prefix housekeeping (benchmarks) ---------------------------------------------
     def clear(self) -> None:
@@ -619,4 +643,4 @@ class Store:
 
     def drop_transit(self) -> None:
         """Forget the queues and the in-flight sets (a benchmark resetting between measurements)."""
-        self._each(lambda client, k: client.delete(k.queue, k.inflight))
+        self._each(lambda client, k: client.delete(k.queue, k.priority_queue, k.inflight))

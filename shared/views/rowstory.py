@@ -92,10 +92,10 @@ def state_of(workload: Workload, story: dict, where: dict, due_ms: int) -> tuple
         if where["set_aside_for_quarantine"]:
             return "quarantine", f"set aside for quarantine after killing workers; {dispatched}"
         if where["queue_position"] is not None:
-            return (
-                "queued",
-                f"queued at position {where['queue_position']:,} of {where['queue_depth']:,}; {dispatched}",
-            )
+            of = f"of {where['queue_depth']:,}"
+            if where.get("priority_queue"):
+                of = "in the priority list, taken first"
+            return "queued", f"queued at position {where['queue_position']:,} {of}; {dispatched}"
         if where["suspect_group"]:
             return (
                 "suspect",

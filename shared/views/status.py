@@ -140,6 +140,7 @@ def gather(
             for i, reason in (rows.quarantined(limit=20) if quarantined else [])
         ],
         queue_depth=overview.queue_depth,
+        priority_depth=overview.priority_depth,
         suspects=overview.suspects,
         in_flight=overview.in_flight,
         live_workers=len(workers),
@@ -155,6 +156,8 @@ def gather(
         last_error=next((w.last_error for w in workers if w.last_error), None),
         errors=error_groups(store, fresh.db_epoch),
         rate_limit=workload.rate_limit,
+        priority_column=workload.priority_column,
+        priority_share=workload.priority_share,
         max_in_flight=workload.max_in_flight,
         limited_by=limited_by(workers),
     )
@@ -362,6 +365,8 @@ def dead_line(facts: StatusFacts) -> str:
 def waiting_reason(facts: StatusFacts) -> str:
     """Why ids wait in the queue while workers live: the limits, or workers that are behind."""
     queued = f"{facts.queue_depth:,} ids waiting"
+    if facts.priority_depth:
+        queued += f" ({facts.priority_depth:,} priority rows first)"
     if facts.limited_by == "backoff":
         return (f"backing off a failing provider: {queued} while workers probe with a few checks a "
                 "second until they succeed (backoff_threshold)")  # fmt: skip
@@ -371,6 +376,14 @@ def waiting_reason(facts: StatusFacts) -> str:
     if facts.limited_by == "in_flight":
         return f"limited: {queued} while max_in_flight ({facts.max_in_flight}) checks run"
     return f"{queued} for a worker: workers are behind"
+
+
+def priority_line(facts: StatusFacts) -> str:
+    """Which rows go first, what the rest keep, and how many priority rows wait."""
+    return (
+        f"  priority          {facts.priority_column} = 1 first ({facts.priority_depth:,} waiting); "
+        f"{facts.priority_share:.0%} of takes kept for the rest"
+    )
 
 
 def limits_line(facts: StatusFacts) -> str:
@@ -411,6 +424,7 @@ def render(facts: StatusFacts, workload: str | None = None) -> str:
             else []
         ),
         f"  queue depth       {n(facts.queue_depth)}   suspects {n(facts.suspects)}",
+        *([priority_line(facts)] if facts.priority_column else []),
         f"  in flight         {n(facts.in_flight)}",
         f"  live workers      {facts.live_workers}   dispatchers {facts.live_dispatchers}"
         f" (leader {facts.leader or 'none'})",

@@ -12,14 +12,17 @@
 --          ack.lua asks for it again the moment it is released, so it is checked right after
 -- KEYS[8]  dropped   SET     entries a take drops instead of starting (pop.lua): a head push
 --          supersedes an id's older entry, wherever it waits, rather than waiting behind it
+-- KEYS[9]  priority  LIST    the priority rows' entries (priority_column), taken first (pop.lua)
 -- ARGV[1]  the pushing dispatcher's id: nothing is pushed unless it holds the lease, so a
 --          deposed leader that wakes up late cannot push (dedup would also hold; a second line)
--- ARGV[2]  "tail" (a page of due rows) or "head" (rows the application asked for now: before
---          whatever waits)
+-- ARGV[2]  "tail" (a page of due rows), "head" (rows the application asked for now: before
+--          whatever waits) or "priority" (a page of the priority pass: to the tail of KEYS[9],
+--          or of KEYS[1] while that is empty: then nothing waits before them, and idle workers,
+--          blocked on KEYS[1] (a blocking move names one list), wake up for them)
 -- ARGV[3..] entries "id:due_ms", oldest due first
--- Returns  {pushed, queue_length_after, lost (1 if the epoch key was missing: Redis lost its
---          data, so rows behind the dispatcher's cursor may have lost their entries)},
---          or {-1, queue_length, 0} if the caller does not hold the lease
+-- Returns  {pushed, queue_length_after (of KEYS[9] for "priority"), lost (1 if the epoch key
+--          was missing: Redis lost its data, so rows behind the dispatcher's cursor may have
+--          lost their entries)}, or {-1, queue_length, 0} if the caller does not hold the lease
 -- A tail push skips an id already in flight whatever its due time: its row will be written back
 -- (or fenced out) by whoever holds it, and the next due time is read again from MySQL (at once
 -- when the due times differ: KEYS[7]). A head push (`now`) of an id in flight for another due
@@ -42,6 +45,8 @@ end
 local guarded = redis.call('EXISTS', KEYS[6]) == 1
 local head = ARGV[2] == 'head'
 local push = head and 'LPUSH' or 'RPUSH'
+local into = KEYS[1]
+if ARGV[2] == 'priority' and redis.call('LLEN', KEYS[1]) > 0 then into = KEYS[9] end
 local DROPPED_TTL_MS = 86400000  -- an old entry a worker already held is never taken: forgotten
 local MOVE_SCAN, MOVE_BUDGET = 10000, 100000
 local budget = head and MOVE_BUDGET or 0
@@ -94,9 +99,9 @@ for start = 3, #ARGV, CHUNK do
   if #moved > 0 then redis.call('LPUSH', KEYS[1], unpack(moved)) end
   if #fresh > 0 then
     redis.call('HSET', KEYS[2], unpack(pairs_))
-    redis.call(push, KEYS[1], unpack(fresh))
+    redis.call(push, into, unpack(fresh))
     pushed = pushed + #fresh
   end
 end
 if pushed > 0 then redis.call('HINCRBY', KEYS[3], 'dispatched', pushed) end
-return {pushed, redis.call('LLEN', KEYS[1]), lost}
+return {pushed, redis.call('LLEN', ARGV[2] == 'priority' and KEYS[9] or KEYS[1]), lost}

@@ -5,7 +5,8 @@
 -- KEYS[4]  quarantine  HASH
 -- KEYS[5]  stats       HASH  counter "orphans"
 -- KEYS[6]  workers     SET   registered workers; must equal the worker ids in ARGV
--- KEYS[7..]            processing SET and landing LIST of each of those workers, in pairs
+-- KEYS[7]  priority    LIST  the priority rows' queue (dispatch.lua)
+-- KEYS[8..]            processing SET and landing LIST of each of those workers, in pairs
 -- ARGV[1]  N, the number of candidates that follow as id, due_ms pairs (in flight for a due
 --          time older than the caller's cutoff, found by HSCAN)
 -- ARGV[2 .. 1+2N]  the candidates; ARGV[2+2N ..] the worker ids the caller read from KEYS[6]
@@ -31,8 +32,9 @@ local function mark(entries)
 end
 mark(redis.call('LRANGE', KEYS[2], 0, -1))
 mark(redis.call('LRANGE', KEYS[3], 0, -1))
+mark(redis.call('LRANGE', KEYS[7], 0, -1))
 for _, id in ipairs(redis.call('HKEYS', KEYS[4])) do present[id] = true end
-for k = 7, #KEYS, 2 do
+for k = 8, #KEYS, 2 do
   mark(redis.call('SMEMBERS', KEYS[k]))
   mark(redis.call('LRANGE', KEYS[k + 1], 0, -1))
 end

@@ -19,8 +19,13 @@
 -- ARGV[3]  rate_limit's share of this partition, checks per second (0: no limit)
 -- ARGV[4]  burst: the most tokens one grant hands out over all workers (about 0.1 s of rate)
 -- ARGV[5]  max_in_flight's share of this partition (0: no limit)
+-- KEYS[12] priority    LIST  the priority rows' entries (dispatch.lua), taken before KEYS[1]'s
+-- KEYS[13] turns       STRING  the rest's share of takes not handed out yet (a fraction of one)
 -- ARGV[6]  this worker's id; ARGV[7] checks it is running right now (entries it still holds
 --          whose check ended do not count: its write-back is not a call to the provider)
+-- ARGV[8]  priority_share: while both lists wait, this share of each take's entries comes from
+--          KEYS[1] all the same (carried over between takes, so a take of one entry also gives
+--          the rest its turn), the others from KEYS[12]; '' if the workload has no priority
 -- Returns  {suspect (1 if this is a reclaimed group), {entries...}, groups still waiting,
 --          wait: 0 if the limits did not stop this take, else milliseconds until tokens are
 --          due (the rate limit), or -1 (max_in_flight: wait until checks end)}
@@ -92,11 +97,28 @@ if #taken == 0 and allowed > 0 and ARGV[2] ~= '1' then
     suspect = 1
   end
 end
-if suspect == 0 and allowed > 0 then
-  local more = redis.call('LPOP', KEYS[1], allowed)
+local function pop_into(list, n)
+  if n <= 0 then return end
+  local more = redis.call('LPOP', list, n)
   if more then
     for _, entry in ipairs(more) do taken[#taken + 1] = entry end
   end
+end
+local first = (suspect == 0 and allowed > 0 and ARGV[8] ~= '') and redis.call('LLEN', KEYS[12]) or 0
+if first == 0 then
+  if suspect == 0 then pop_into(KEYS[1], allowed) end
+else
+  -- Priority first, but for the rest's share (never more than waits there); either list's
+  -- shortfall is filled from the other.
+  local rest, for_rest = redis.call('LLEN', KEYS[1]), 0
+  if rest > 0 then
+    local owed = tonumber(redis.call('GET', KEYS[13]) or 0) + allowed * tonumber(ARGV[8])
+    for_rest = math.min(math.floor(owed), allowed, rest)
+    redis.call('SET', KEYS[13], string.format('%.6f', owed - math.floor(owed)), 'PX', 600000)
+  end
+  local from_first = math.min(first, allowed - for_rest)
+  pop_into(KEYS[12], from_first)
+  pop_into(KEYS[1], math.min(rest, allowed - from_first))
 end
 if #taken > 0 and redis.call('EXISTS', KEYS[8]) == 1 then
   local kept = {}

@@ -1,0 +1,257 @@
+"""Priority within a workload (issue 35, item 1): rows whose priority_column is 1 are read by a
+pass of their own into a list of their own and taken first, but for priority_share of every
+take, which still goes to the rest (docs/priorities.md).
+
+The Redis side (which list a page goes to, the share a take keeps for the rest) is tested on the
+scripts themselves; the promise, on real worker processes whose check stamps each call (the
+provider's view): under a rate limit at a third of what the table needs, priority rows keep
+their rhythm while the rest fall behind, and with capacity to spare both are on time. On the
+code before, every row waited in one queue: premium rows due every 3 s were checked every 11 s
+or so, like the rest.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from recheck.dispatcher.dispatcher import Dispatcher
+from recheck.shared.mysql.db import Database
+from recheck.shared.mysql.schema import SchemaProblem, inspect_table, require_table
+from tests.support.helpers import TEST_LEADER, make_store, recheck, seed_rows, take_lease
+from tests.support.servers import wait_for
+
+STAMPED = {"RECHECK_CHECK": "tests.support.checks:stamped"}
+
+
+def with_priority(make_settings, premium_every: int = 10, **overrides):
+    """The test table with a `premium` column (1 on every `premium_every`-th row) and its index,
+    and a workload that gives it priority."""
+    plain = make_settings(**overrides)
+    run_sql(
+        plain,
+        f"ALTER TABLE {plain.table} ADD COLUMN premium TINYINT(1) NOT NULL DEFAULT 0, "
+        f"ADD KEY premium_due (premium, {plain.due_column}, {plain.id_column})",
+    )
+    return plain.model_copy(update={"priority_column": "premium"}), premium_every
+
+
+def run_sql(settings, *statements: str) -> None:
+    db = Database(settings)
+    try:
+        for statement in statements:
+            db.execute(statement)
+    finally:
+        db.close()
+
+
+def mark_premium(settings, every: int) -> None:
+    run_sql(
+        settings, f"UPDATE {settings.table} SET premium = 1 WHERE {settings.id_column} % {int(every)} = 0"
+    )
+
+
+def entry(key: bytes) -> bytes:
+    """A queue entry of `key`, due at 1 s after 1970 (the scripts never read the due part)."""
+    return key + b":1000"
+
+
+def calls_by_id(folder: Path) -> dict[int, list[float]]:
+    """When each id's checks started, over every worker process."""
+    calls: dict[int, list[float]] = defaultdict(list)
+    for file in folder.glob("*.stamps"):
+        for line in file.read_text().splitlines():
+            at, key = line.split()
+            calls[int(key)].append(float(at))
+    return {key: sorted(times) for key, times in calls.items()}
+
+
+def longest_wait(times: list[float], start: float, end: float) -> float:
+    """The longest time within [start, end] that a row went without a check starting."""
+    inside = [t for t in times if start <= t <= end]
+    marks = [start, *inside, end]
+    return max(b - a for a, b in itertools.pairwise(marks))
+
+
+# -- the scripts ----------------------------------------------------------------------------------
+def test_a_priority_page_waits_in_its_own_list_only_while_the_other_list_has_work(make_settings):
+    settings, _ = with_priority(make_settings)
+    store = make_store(settings)
+    keys = store.keys
+    take_lease(settings)
+    # Idle workers block on the main list: a priority page finding it empty goes there.
+    assert store.push(TEST_LEADER, [entry(b"1")], priority=True).pushed == 1
+    assert (store.client.llen(keys.queue), store.client.llen(keys.priority_queue)) == (1, 0)
+    # Behind other work it waits in its own list, taken first.
+    store.push(TEST_LEADER, [entry(str(i).encode()) for i in range(10, 20)])
+    assert store.push(TEST_LEADER, [entry(b"2")], priority=True).depth == 1
+    taken = store.take("w1", 3).entries
+    assert taken[0] == b"2:1000", taken
+    # Dedup holds across the two lists: an id in flight in one is not pushed to the other.
+    assert store.push(TEST_LEADER, [entry(b"15")], priority=True).pushed == 0
+
+
+@pytest.mark.parametrize("take", [1, 10, 100])
+def test_while_both_lists_wait_the_rest_gets_its_share_of_takes_of_any_size(make_settings, take):
+    settings, _ = with_priority(make_settings, priority_share=0.1)
+    store = make_store(settings)
+    take_lease(settings)
+    store.push(TEST_LEADER, [entry(str(i).encode()) for i in range(1, 3001)])  # the rest
+    store.push(TEST_LEADER, [entry(str(i).encode()) for i in range(5001, 8001)], priority=True)
+    got = [entry for _ in range(2000 // take) for entry in store.take("w1", take).entries]
+    rest = sum(1 for entry in got if int(entry.split(b":")[0]) < 5000)
+    assert len(got) == 2000
+    assert rest == 200, rest  # a tenth exactly, carried over between takes of one
+    # Once the priority list is empty, takes are the rest's alone; and the other way round.
+    store.client.delete(store.keys.priority_queue)
+    assert all(int(e.split(b":")[0]) < 5000 for e in store.take("w1", 50).entries)
+
+
+def test_strict_priority_when_the_share_is_zero(make_settings):
+    settings, _ = with_priority(make_settings, priority_share=0)
+    store = make_store(settings)
+    take_lease(settings)
+    store.push(TEST_LEADER, [entry(str(i).encode()) for i in range(1, 101)])
+    store.push(TEST_LEADER, [entry(str(i).encode()) for i in range(5001, 5051)], priority=True)
+    first = store.take("w1", 60).entries
+    assert [int(e.split(b":")[0]) for e in first[:50]] == list(range(5001, 5051))
+    assert len(first) == 60  # the priority list's shortfall filled from the rest
+
+
+def test_orphan_collection_and_inspect_see_the_priority_list(make_settings):
+    settings, _ = with_priority(make_settings)
+    seed_rows(settings, 20, due_now=True)
+    mark_premium(settings, 1)
+    store = make_store(settings)
+    take_lease(settings)
+    store.push(TEST_LEADER, [entry(b"999")])  # the main list is busy
+    store.push(TEST_LEADER, [entry(b"5")], priority=True)
+    candidates = [b"5", b"1000"]
+    assert store.release_orphans(0, candidates, []) == []  # queued in the priority list: not an orphan
+    out = recheck("inspect", "5", settings=settings).stdout
+    assert "priority list" in out, out
+
+
+def test_init_db_proposes_the_priority_index_and_the_dispatcher_refuses_without_it(make_settings):
+    plain = make_settings()
+    run_sql(
+        plain,
+        f"ALTER TABLE {plain.table} ADD COLUMN premium TINYINT(1) NOT NULL DEFAULT 0",
+        f"ALTER TABLE {plain.table} ADD COLUMN tier VARCHAR(10) NULL",
+    )
+    db = Database(plain)
+    try:
+        settings = plain.model_copy(update={"priority_column": "premium"})
+        plan = inspect_table(settings, db)
+        assert any(
+            "ADD KEY `recheck_priority` (`premium`, `next_check_at`, `user_id`)" in c for c in plan.changes
+        )
+        with pytest.raises(SchemaProblem):
+            require_table(settings, db)
+        wrong = inspect_table(plain.model_copy(update={"priority_column": "tier"}), db)
+        assert any("must be an integer" in problem for problem in wrong.fatal), wrong.fatal
+        missing = inspect_table(plain.model_copy(update={"priority_column": "nope"}), db)
+        assert any("has no priority column 'nope'" in problem for problem in missing.fatal)
+    finally:
+        db.close()
+
+
+def drain(passes) -> None:
+    """Poll every pass until none has a full page left."""
+    while min(one.poll() for one in passes) == 0:
+        pass
+
+
+def test_each_row_is_read_by_one_pass_and_both_reread_everything_after_redis_loses_its_data(make_settings):
+    settings, every = with_priority(make_settings)
+    seed_rows(settings, 40, due_now=True)
+    mark_premium(settings, every)  # ids 10, 20, 30, 40
+    take_lease(settings)
+    store, db = make_store(settings), Database(settings)
+    try:
+        passes = Dispatcher.passes(settings, db, store, TEST_LEADER)
+        for one in passes:
+            one.pusher.learn_keys()
+        drain(passes)
+        first, rest = passes
+        assert (first.dispatched, rest.dispatched) == (4, 36)  # each row read by its own pass only
+        store.client.flushall()  # Redis loses its data
+        take_lease(settings)
+        seed_rows(settings, 10, due_now=True)  # ids 41..50, 50 a premium row: a push notices the loss
+        mark_premium(settings, every)
+        drain(passes)
+        drain(passes)  # the rewound passes read everything again
+        queued = {e.split(b":")[0] for e in store.client.lrange(store.keys.queue, 0, -1)}
+        queued |= {e.split(b":")[0] for e in store.client.lrange(store.keys.priority_queue, 0, -1)}
+        assert queued == {str(i).encode() for i in range(1, 51)}
+    finally:
+        db.close()
+
+
+# -- the promise, on real processes ------------------------------------------------------------------
+@pytest.mark.serial  # timing: alone, not beside other tests (make test)
+def test_under_a_third_of_the_rate_needed_premium_rows_keep_their_rhythm_and_the_rest_fall_behind(
+    make_settings, procs, tmp_path
+):
+    interval, rows = 3.0, 3000
+    settings, every = with_priority(make_settings, interval=interval, rate_limit=rows / interval / 3)
+    seed_rows(settings, rows, due_now=True)
+    mark_premium(settings, every)  # 300 premium rows need 100 checks/s of the limit's 333
+    record = tmp_path / "stamps"
+    record.mkdir()
+    procs.start("dispatcher", settings)
+    for _ in range(3):
+        procs.start("worker", settings, env={**STAMPED, "TEST_CHECK_RECORD": str(record)})
+    wait_for(lambda: len(calls_by_id(record)) >= 400, 20, "the first checks")
+    start = time.time()
+    time.sleep(18)
+    status = recheck("status", settings=settings).stdout
+    end = time.time()
+    calls = calls_by_id(record)
+    premium = {key: times for key, times in calls.items() if key % every == 0}
+    rest = {key: times for key, times in calls.items() if key % every}
+    worst_premium = max(longest_wait(times, start, end) for times in premium.values())
+    # How long the rest go without a check: every rest row, whether checked in the window or not.
+    rest_waits = sorted(
+        longest_wait(rest.get(key, []), start, end) for key in range(1, rows + 1) if key % every
+    )
+    closest = min(b - a for times in calls.values() for a, b in itertools.pairwise(times))
+    print(f"priorities under overload: premium rows waited at most {worst_premium:.2f} s (interval "
+          f"{interval:g} s); the rest's median longest wait {rest_waits[len(rest_waits) // 2]:.1f} s; "
+          f"closest two checks of one row {closest:.2f} s")  # fmt: skip
+    assert len(premium) == rows // every  # every premium row was checked
+    assert worst_premium <= 2 * interval, worst_premium
+    assert rest_waits[len(rest_waits) // 2] > 2 * interval  # the rest fall behind
+    assert closest >= interval * (1 - settings.jitter) - 0.3, closest  # no row checked twice at once
+    assert "priority" in status, status
+
+
+@pytest.mark.serial  # timing: alone, not beside other tests (make test)
+def test_with_capacity_to_spare_both_classes_are_on_time(make_settings, procs, tmp_path):
+    interval, rows = 2.0, 2000
+    settings, every = with_priority(make_settings, interval=interval)
+    seed_rows(settings, rows, due_now=True)
+    mark_premium(settings, every)
+    record = tmp_path / "stamps"
+    record.mkdir()
+    procs.start("dispatcher", settings)
+    procs.start("worker", settings, env={**STAMPED, "TEST_CHECK_RECORD": str(record)})
+    wait_for(lambda: len(calls_by_id(record)) >= rows, 20, "every row checked once")
+    start = time.time()
+    time.sleep(10)
+    end = time.time()
+    calls = calls_by_id(record)
+    worst = {
+        name: max(
+            longest_wait(calls[key], start, end) for key in range(1, rows + 1) if (key % every == 0) == wanted
+        )
+        for name, wanted in (("premium", True), ("rest", False))
+    }
+    print(f"priorities with capacity to spare: longest wait premium {worst['premium']:.2f} s, "
+          f"rest {worst['rest']:.2f} s (interval {interval:g} s)")  # fmt: skip
+    assert worst["premium"] <= interval + 1.0, worst
+    assert worst["rest"] <= interval + 1.0, worst
