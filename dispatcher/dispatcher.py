@@ -185,9 +185,12 @@ class Dispatcher:
         self.cursor = page.cursor
         self.depth = page.depth
         self.dispatched += page.pushed
-        if page.lost and not first_push:
+        # Redis lost its data: every pass that has gone past the start rereads from the oldest (a
+        # pass's first push finds the epoch missing too, but has nothing behind it; its partner may).
+        stale = [one for one in self.partners if one.cursor != START] + ([] if first_push else [self])
+        if page.lost and stale:
             log.warning("%sredis lost its data; rereading every due row from the oldest", self.prefix)
-            for one in [self, *self.partners]:
+            for one in stale:
                 one.rewind()
             return 0.0
         return 0.0 if page.read == limit else workload.deployment.poll_interval

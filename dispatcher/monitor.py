@@ -70,6 +70,7 @@ class Monitor:
         if facts.interval_range_s:
             m.interval.set(facts.interval_range_s[0])
         m.queue_depth.set(facts.queue_depth)
+        m.priority_depth.set(facts.priority_depth)
         m.in_flight.set(facts.in_flight)
         m.live_workers.set(facts.live_workers)
         m.quarantined_rows.set(facts.quarantined)

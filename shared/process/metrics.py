@@ -258,6 +258,9 @@ class DispatcherMetrics:
             "The share of failed checks above which the workload counts as failing (its failing_threshold)",
         )
         self.queue_depth = gauge("recheck_queue_depth", "Ids waiting in the queue")
+        self.priority_depth = gauge(
+            "recheck_priority_queue_depth", "Of the ids waiting, those in the priority list (priority_column)"
+        )
         self.in_flight = gauge("recheck_in_flight", "Ids queued or being checked")
         self.live_workers = gauge("recheck_live_workers", "Workers whose heartbeat is alive")
         self.quarantined_rows = gauge("recheck_quarantined_rows", "Rows currently quarantined")

@@ -176,7 +176,7 @@ class Store:
     def queue_depth(self, priority: bool | None = None) -> int:
         """Entries waiting: in the priority list (True), the other (False), or both (None)."""
         if priority is None:
-            return self.queue_depth(False) + (self.queue_depth(True) if self.priority_share else 0)
+            return self.queue_depth(False) + self.queue_depth(True)
         return sum(self._each(lambda client, k: client.llen(k.priority_queue if priority else k.queue)))
 
     def highest_in_flight_due(self) -> int | None:
@@ -345,7 +345,7 @@ class Store:
             still_held += self._run(
                 "ack",
                 [k.processing(worker), k.inflight, k.queue, k.stats, k.reclaims, k.sweep_guard,
-                 k.dispatch_guard, k.completed, k.again, k.asked, k.dropped],
+                 k.dispatch_guard, k.completed, k.again, k.asked, k.dropped, k.priority_queue],
                 [int(whole), len(finished), len(held_up), *added, *finished, *held_up, *untouched],
             )  # fmt: skip
         return still_held
@@ -521,10 +521,10 @@ class Store:
             return found
         entry = make_entry_text(key, due)
         position = self.client.lpos(k.queue, entry)
-        if position is not None:
-            found["queue_position"] = int(position) + 1
+        if position is not None:  # behind what waits in the priority list: taken first
+            found["queue_position"] = int(position) + 1 + self.client.llen(k.priority_queue)
             return found
-        position = self.client.lpos(k.priority_queue, entry) if self.priority_share else None
+        position = self.client.lpos(k.priority_queue, entry)
         if position is not None:  # taken before the other list: its place in the priority list
             found["queue_position"] = int(position) + 1
             found["priority_queue"] = True
@@ -643,4 +643,4 @@ class Store:
 
     def drop_transit(self) -> None:
         """Forget the queues and the in-flight sets (a benchmark resetting between measurements)."""
-        self._each(lambda client, k: client.delete(k.queue, k.priority_queue, k.inflight))
+        self._each(lambda client, k: client.delete(k.queue, k.priority_queue, k.turns, k.inflight))

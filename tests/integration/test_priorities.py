@@ -22,6 +22,7 @@ import pytest
 from recheck.dispatcher.dispatcher import Dispatcher
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.schema import SchemaProblem, inspect_table, require_table
+from recheck.shared.redis.store import Counts
 from tests.support.helpers import TEST_LEADER, make_store, recheck, seed_rows, take_lease
 from tests.support.servers import wait_for
 
@@ -95,6 +96,38 @@ def test_a_priority_page_waits_in_its_own_list_only_while_the_other_list_has_wor
     assert store.push(TEST_LEADER, [entry(b"15")], priority=True).pushed == 0
 
 
+def test_a_priority_page_or_a_now_goes_where_it_is_taken_first_and_given_back_ids_too(make_settings):
+    settings, _ = with_priority(make_settings)
+    store = make_store(settings)
+    keys = store.keys
+    take_lease(settings)
+    store.push(TEST_LEADER, [entry(b"1")], priority=True)  # both lists empty: the main list
+    store.push(TEST_LEADER, [entry(b"2")])
+    assert store.take("w1", 2).entries == [b"1:1000", b"2:1000"]
+    store.client.rpush(keys.priority_queue, b"3:1000")  # a priority backlog, nothing else waiting
+    store.client.hset(keys.inflight, b"3", b"1000")
+    store.push(TEST_LEADER, [entry(b"4")], priority=True)  # behind the backlog, in its own list
+    store.push(TEST_LEADER, [entry(b"5")], head=True)  # `now`: the head of the list taken first
+    assert store.client.lrange(keys.priority_queue, 0, -1) == [b"5:1000", b"3:1000", b"4:1000"]
+    store.push(TEST_LEADER, [entry(b"6")])
+    taken = store.take("w2", 1).entries
+    assert taken == [b"5:1000"]
+    # Handed back unchecked (a shutdown): to the head of the list taken first.
+    store.acknowledge("w2", [], taken, Counts(), whole=True)
+    assert store.client.lindex(keys.priority_queue, 0) == b"5:1000"
+
+
+def test_a_workload_without_a_priority_column_still_takes_what_the_priority_list_holds(make_settings):
+    """priority_column removed (or set on the dispatcher before the workers): nothing is stranded."""
+    settings = make_settings()
+    store = make_store(settings)
+    store.client.rpush(store.keys.priority_queue, b"7:1000")
+    store.client.hset(store.keys.inflight, b"7", b"1000")
+    store.client.rpush(store.keys.queue, b"8:1000")
+    assert store.take("w1", 5).entries == [b"7:1000", b"8:1000"]
+    assert store.queue_depth() == 0
+
+
 @pytest.mark.parametrize("take", [1, 10, 100])
 def test_while_both_lists_wait_the_rest_gets_its_share_of_takes_of_any_size(make_settings, take):
     settings, _ = with_priority(make_settings, priority_share=0.1)
@@ -166,10 +199,18 @@ def drain(passes) -> None:
         pass
 
 
-def test_each_row_is_read_by_one_pass_and_both_reread_everything_after_redis_loses_its_data(make_settings):
+@pytest.mark.parametrize(
+    "premium_before", [True, False], ids=["both passes under way", "priority pass at start"]
+)
+def test_each_row_is_read_by_one_pass_and_both_reread_everything_after_redis_loses_its_data(
+    make_settings, premium_before
+):
+    """Whichever pass notices the loss (the priority pass, polled first) rewinds the other too,
+    even when it had read nothing yet itself (premium rows are rare)."""
     settings, every = with_priority(make_settings)
     seed_rows(settings, 40, due_now=True)
-    mark_premium(settings, every)  # ids 10, 20, 30, 40
+    if premium_before:
+        mark_premium(settings, every)  # ids 10, 20, 30, 40
     take_lease(settings)
     store, db = make_store(settings), Database(settings)
     try:
@@ -178,11 +219,12 @@ def test_each_row_is_read_by_one_pass_and_both_reread_everything_after_redis_los
             one.pusher.learn_keys()
         drain(passes)
         first, rest = passes
-        assert (first.dispatched, rest.dispatched) == (4, 36)  # each row read by its own pass only
+        premium = 4 if premium_before else 0
+        assert (first.dispatched, rest.dispatched) == (premium, 40 - premium)  # each row read by one pass
         store.client.flushall()  # Redis loses its data
         take_lease(settings)
         seed_rows(settings, 10, due_now=True)  # ids 41..50, 50 a premium row: a push notices the loss
-        mark_premium(settings, every)
+        run_sql(settings, f"UPDATE {settings.table} SET premium = 1 WHERE {settings.id_column} = 50")
         drain(passes)
         drain(passes)  # the rewound passes read everything again
         queued = {e.split(b":")[0] for e in store.client.lrange(store.keys.queue, 0, -1)}

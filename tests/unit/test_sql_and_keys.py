@@ -23,6 +23,18 @@ def test_keys_share_one_hash_tag_for_redis_cluster():
     keys = Keys("acme")
     names = [keys.queue, keys.inflight, keys.suspects, keys.workers, keys.stats, keys.reclaims,
              keys.quarantine, keys.leader, keys.epoch, keys.processing("w1"), keys.landing("w1"),
-             keys.heartbeat("w1")]  # fmt: skip
+             keys.heartbeat("w1"), keys.priority_queue, keys.turns]  # fmt: skip
     assert all(name.startswith("{acme}:") for name in names)
     assert len(set(names)) == len(names)
+
+
+def test_with_a_priority_column_each_row_is_read_by_one_of_two_pages():
+    plain = Queries(Workload(table="devices"))
+    assert "<=>" not in plain.due_page and plain.due_page == plain.due_page_priority
+    queries = Queries(Workload(table="devices", priority_column="premium"))
+    assert "AND NOT (`premium` <=> 1)" in queries.due_page  # NULL and any other value: the rest
+    assert "AND `premium` = 1" in queries.due_page_priority
+    assert (
+        queries.due_page.replace("AND NOT (`premium` <=> 1)", "AND `premium` = 1")
+        == queries.due_page_priority
+    )

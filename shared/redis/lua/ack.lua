@@ -11,6 +11,9 @@
 --          go to KEYS[10], the asked LIST the dispatcher reads, to be checked again at once
 -- KEYS[11] dropped     SET   entries a take must drop (pop.lua): one this worker held and now
 --          releases will never be taken again, so it leaves the set here (else it stays a day)
+-- KEYS[12] priority    LIST  the priority rows' queue (dispatch.lua): while it holds entries,
+--          untouched entries go back to ITS head, the list taken first (an entry does not say
+--          which list it came from; a rest's entry given back then goes first once)
 -- ARGV[1]  1 if these entries are everything the worker holds (a batch worker's ack), else 0
 -- ARGV[2]  number of finished entries F (written back, fenced out, malformed, or gone: the row was
 --          deleted since its dispatch)
@@ -113,9 +116,11 @@ local finished = release(FIRST, first_deferred - 1, true)
 release(first_deferred, first_back - 1, false)
 
 local returned = 0
+local back_to = KEYS[3]
+if first_back <= #ARGV and redis.call('LLEN', KEYS[12]) > 0 then back_to = KEYS[12] end
 for i = #ARGV, first_back, -1 do
   if held[i] then
-    redis.call('LPUSH', KEYS[3], ARGV[i])
+    redis.call('LPUSH', back_to, ARGV[i])
     returned = returned + 1
   end
 end

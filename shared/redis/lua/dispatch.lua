@@ -17,8 +17,9 @@
 --          deposed leader that wakes up late cannot push (dedup would also hold; a second line)
 -- ARGV[2]  "tail" (a page of due rows), "head" (rows the application asked for now: before
 --          whatever waits) or "priority" (a page of the priority pass: to the tail of KEYS[9],
---          or of KEYS[1] while that is empty: then nothing waits before them, and idle workers,
---          blocked on KEYS[1] (a blocking move names one list), wake up for them)
+--          or of KEYS[1] while both are empty: then nothing waits before them, and idle workers,
+--          blocked on KEYS[1] (a blocking move names one list), wake up for them); a head push
+--          goes to the head of KEYS[9] while that holds entries (it is taken first)
 -- ARGV[3..] entries "id:due_ms", oldest due first
 -- Returns  {pushed, queue_length_after (of KEYS[9] for "priority"), lost (1 if the epoch key
 --          was missing: Redis lost its data, so rows behind the dispatcher's cursor may have
@@ -45,8 +46,14 @@ end
 local guarded = redis.call('EXISTS', KEYS[6]) == 1
 local head = ARGV[2] == 'head'
 local push = head and 'LPUSH' or 'RPUSH'
+-- Where the entries go: a page of the rest's to KEYS[1]; a priority page to KEYS[9] unless both
+-- lists are empty (then KEYS[1], where idle workers wait); a head push (`now`) to the head of
+-- the list taken first: KEYS[9] while it holds entries, else KEYS[1].
 local into = KEYS[1]
-if ARGV[2] == 'priority' and redis.call('LLEN', KEYS[1]) > 0 then into = KEYS[9] end
+if (ARGV[2] == 'priority' and redis.call('LLEN', KEYS[1]) + redis.call('LLEN', KEYS[9]) > 0)
+    or (head and redis.call('LLEN', KEYS[9]) > 0) then
+  into = KEYS[9]
+end
 local DROPPED_TTL_MS = 86400000  -- an old entry a worker already held is never taken: forgotten
 local MOVE_SCAN, MOVE_BUDGET = 10000, 100000
 local budget = head and MOVE_BUDGET or 0
@@ -70,8 +77,12 @@ for start = 3, #ARGV, CHUNK do
       local entry = ARGV[start + k - 1]
       local scan = math.min(MOVE_SCAN, budget)
       budget = budget - scan
-      if redis.call('LPOS', KEYS[1], entry, 'RANK', -1, 'MAXLEN', scan) then
-        redis.call('LREM', KEYS[1], -1, entry)
+      local from = redis.call('LPOS', KEYS[1], entry, 'RANK', -1, 'MAXLEN', scan) and KEYS[1]
+      if not from and into == KEYS[9] and redis.call('LPOS', KEYS[9], entry, 'RANK', -1, 'MAXLEN', scan) then
+        from = KEYS[9]
+      end
+      if from then
+        redis.call('LREM', from, -1, entry)
         moved[#moved + 1] = entry
         seen[id] = true
       end
@@ -96,7 +107,7 @@ for start = 3, #ARGV, CHUNK do
       pairs_[#pairs_ + 1] = dues[k]
     end
   end
-  if #moved > 0 then redis.call('LPUSH', KEYS[1], unpack(moved)) end
+  if #moved > 0 then redis.call('LPUSH', into, unpack(moved)) end
   if #fresh > 0 then
     redis.call('HSET', KEYS[2], unpack(pairs_))
     redis.call(push, into, unpack(fresh))

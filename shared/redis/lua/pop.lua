@@ -26,6 +26,7 @@
 -- ARGV[8]  priority_share: while both lists wait, this share of each take's entries comes from
 --          KEYS[1] all the same (carried over between takes, so a take of one entry also gives
 --          the rest its turn), the others from KEYS[12]; '' if the workload has no priority
+--          column (0: what the priority list holds goes first)
 -- Returns  {suspect (1 if this is a reclaimed group), {entries...}, groups still waiting,
 --          wait: 0 if the limits did not stop this take, else milliseconds until tokens are
 --          due (the rate limit), or -1 (max_in_flight: wait until checks end)}
@@ -104,7 +105,9 @@ local function pop_into(list, n)
     for _, entry in ipairs(more) do taken[#taken + 1] = entry end
   end
 end
-local first = (suspect == 0 and allowed > 0 and ARGV[8] ~= '') and redis.call('LLEN', KEYS[12]) or 0
+-- The priority list is read whatever ARGV[8] says: entries left there by a configuration that
+-- had a priority column (or a dispatcher that has one before its workers do) are taken, first.
+local first = (suspect == 0 and allowed > 0) and redis.call('LLEN', KEYS[12]) or 0
 if first == 0 then
   if suspect == 0 then pop_into(KEYS[1], allowed) end
 else
@@ -112,7 +115,7 @@ else
   -- shortfall is filled from the other.
   local rest, for_rest = redis.call('LLEN', KEYS[1]), 0
   if rest > 0 then
-    local owed = tonumber(redis.call('GET', KEYS[13]) or 0) + allowed * tonumber(ARGV[8])
+    local owed = tonumber(redis.call('GET', KEYS[13]) or 0) + allowed * (tonumber(ARGV[8]) or 0)
     for_rest = math.min(math.floor(owed), allowed, rest)
     redis.call('SET', KEYS[13], string.format('%.6f', owed - math.floor(owed)), 'PX', 600000)
   end
