@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 import secrets
 import shutil
+import subprocess
 import threading
 import time
 import urllib.request
@@ -215,9 +216,12 @@ def test_compose_yaml_up_scaled_killed_scaled_down_and_torn_down(engine, cleanup
             removed = before - {c["Name"] for c in compose.containers("worker")}
             assert len(removed) == 2, removed
             exits = podman.exit_codes(since, removed)
-            for process in follow.values():  # `podman logs -f` ends with its container
-                process.terminate()
-                process.wait(timeout=30)
+            for process in follow.values():  # `podman logs -f` ends with its container, once it has
+                try:  # copied the last lines: stopping it at once lost a worker's "stopped" line once
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.terminate()
+                    process.wait(timeout=30)
             logs = "".join((tmp_path / f"{name}.log").read_text() for name in sorted(removed))
             time.sleep(3)  # a sweep or a reclaim of what they held would show by now
             worst = watch.worst()
