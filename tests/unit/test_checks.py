@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from recheck.shared.core.entries import Item
+from recheck.shared.mysql.sql import JITTER_RUNS, jitter_share
 from recheck.workers.checks import CheckShapeError, Outcome, batch_outcomes, check_kind, per_row
 from recheck.workers.writing.writeback import NextDue, split_outcomes
 
@@ -77,3 +78,15 @@ def test_a_success_is_jittered_in_the_batch_within_its_bounds():
     assert 47_500_000 <= later[0][3] <= 50_000_000
     plain, _ = split_outcomes(items[:1], [Outcome(True, "ok")], None, None, due=NextDue(interval_us=10**7))
     assert plain == [(0, 1000, "ok")]  # no jitter: the SQL's own interval
+
+
+def test_a_write_backs_jittered_rows_land_on_a_few_due_times():
+    """One of JITTER_RUNS shares per row: a batch's rows written at one NOW(3) land in the due
+    index as at most 8 runs of one due time each (not 2,000 scattered ones), spread over the
+    whole jitter all the same."""
+    items = [Item(f"{i}:1000".encode(), i, 1000) for i in range(2000)]
+    due = NextDue(low=0, high=100_000_000, interval_us=10_000_000, jitter=0.05)
+    successes, _ = split_outcomes(items, [Outcome(True, "ok")] * 2000, None, None, due=due)
+    gaps = sorted({row[3] for row in successes})
+    assert gaps == [round(10_000_000 * (1 - 0.05 * k / JITTER_RUNS)) for k in range(JITTER_RUNS)][::-1]
+    assert [jitter_share(c) for c in (0, 2**29 - 1, 2**29, 2**32 - 1)] == [0.0, 0.0, 1 / 8, 7 / 8]

@@ -40,6 +40,7 @@ from recheck.shared.mysql.db import (
     error_code,
 )
 from recheck.shared.mysql.rows import Rows
+from recheck.shared.mysql.sql import jitter_share
 from recheck.workers.checks import Outcome
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,7 @@ class NextDue:
 
 
 def jittered(ref, due_ms: int, interval_us: int, due: NextDue) -> int:
-    share = crc32(f"{ref}:{due_ms}".encode()) / 4294967296
+    share = jitter_share(crc32(f"{ref}:{due_ms}".encode()))
     return max(due.low, round(interval_us * (1 - due.jitter * share)))
 
 
