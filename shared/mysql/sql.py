@@ -52,18 +52,20 @@ def row_interval_us(workload: Workload, alias: str = "t.") -> str:
     return f"ROUND({clamped} * 1000000)"
 
 
-# A jittered interval is shortened by one of this many shares of `jitter` (0, 1/8, ... 7/8), not by
-# any: a write-back's rows then land in the due index as 8 runs of one due time each, which InnoDB
-# fills like sequences, where a share per row scattered them over the index's newest part (a
-# drain: about 9 % slower than without jitter with a share per row, about 1.5 % in 8 shares;
-# docs/performance.md). Spread enough: each write-back runs at its own NOW(3), and a row's share
-# changes every cycle.
+# A jittered interval is shortened by one of this many steps of `jitter` (0, 1/7, ... 7/7 of it),
+# not by any: a write-back's rows of one interval then land in the due index as 8 runs of one due
+# time each, which InnoDB fills like sequences, where a share per row scattered them over the
+# index's newest part (docs/performance.md: a drain about 6 % faster than with a share per row).
+# Rows that came due together still spread, over 8 due times a write-back (a grid of
+# jitter * interval / 7), blurred by each write-back's own NOW(3); a row's step changes every cycle.
 JITTER_RUNS = 8
+_JITTER_SHIFT = 32 - (JITTER_RUNS.bit_length() - 1)  # the top bits of a CRC32 pick the step
+assert 1 << (32 - _JITTER_SHIFT) == JITTER_RUNS, "JITTER_RUNS must be a power of two"
 
 
 def jitter_share(crc: int) -> float:
     """The share of `jitter` a row's interval is shortened by, from the CRC32 of its seed."""
-    return (crc * JITTER_RUNS >> 32) / JITTER_RUNS
+    return (crc >> _JITTER_SHIFT) / (JITTER_RUNS - 1)
 
 
 def jittered_us(interval_us: str, seed: str) -> str:
@@ -72,7 +74,7 @@ def jittered_us(interval_us: str, seed: str) -> str:
     same on MySQL and MariaDB, and a replica computes what the primary did), and never shorter
     than min_interval: rows that came due together spread out again by themselves. The share is
     jitter_share()'s, in SQL."""
-    share = f"FLOOR(CRC32({seed}) * {JITTER_RUNS} / 4294967296) / {JITTER_RUNS}"
+    share = f"((CRC32({seed}) >> {_JITTER_SHIFT}) / {JITTER_RUNS - 1})"  # integers: as jitter_share()
     return f"GREATEST(%(min_interval_us)s, ROUND(({interval_us}) * (1 - %(jitter)s * {share})))"
 
 
@@ -169,8 +171,15 @@ class Queries:
         for name, expression in due_expressions(workload).items():
             quoted[name] = expression.replace("{fails}", quoted["fails"])
         quoted["class_filter"] = class_filter(workload, priority=False)
+        quoted["unchanged_only"] = ""
         raw = raw_queries(package)
         self._rendered = {name: sql.format_map(quoted) for name, sql in raw.items()}
+        if "write_success" in raw:  # the change feed's first write: the rows it has nothing to record of
+            quoted["unchanged_only"] = (
+                f"AND t.{quoted['fails']} = 0"
+                f" AND CAST(CAST(t.{quoted['result']} AS CHAR) AS BINARY) <=> CAST(v.result AS BINARY)"
+            )
+            self._rendered["write_unchanged"] = raw["write_success"].format_map(quoted)
         if "due_page" in raw:  # the priority pass's page: the same read, of the priority rows only
             quoted["class_filter"] = class_filter(workload, priority=True)
             self._rendered["due_page_priority"] = raw["due_page"].format_map(quoted)

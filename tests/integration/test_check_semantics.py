@@ -227,7 +227,7 @@ def test_jitter_spreads_rows_that_came_due_together(make_settings, make_worker, 
 @pytest.mark.parametrize("ok", [True, False], ids=["success", "failure"])
 def test_a_row_gets_the_same_jitter_from_the_worker_or_the_sql(make_settings, make_worker, sql, ok):
     """A success's jitter is computed by the worker (cheaper than a hash per row in MySQL), a
-    failure's by the SQL: one rule, one of 8 shares by CRC32("key:due_ms") in both."""
+    failure's by the SQL: one rule, one of 8 steps (0, 1/7 ... 1) by CRC32("key:due_ms") in both."""
     settings = make_settings(interval=10.0, jitter=0.5)  # a wide jitter: any difference shows
     seed_rows(settings, 50, due_now=True)
     dispatched = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01', next_check_at) DIV 1000"
@@ -235,7 +235,7 @@ def test_a_row_gets_the_same_jitter_from_the_worker_or_the_sql(make_settings, ma
     drain(make_worker(settings, checks.ok if ok else checks.always_raises), settings)
     gap = "TIMESTAMPDIFF(MICROSECOND, checked_at, next_check_at)"
     for key, got in query(sql, f"SELECT user_id, {gap} FROM user_block_status"):
-        share = (zlib.crc32(f"{key}:{due_ms[key]}".encode()) * 8 >> 32) / 8  # one of 8 shares (JITTER_RUNS)
+        share = (zlib.crc32(f"{key}:{due_ms[key]}".encode()) >> 29) / 7  # one of 8 steps (JITTER_RUNS)
         assert abs(got - 10_000_000 * (1 - 0.5 * share)) <= 1000, (key, got)  # NOW(3): ms precision
 
 

@@ -81,12 +81,12 @@ def test_a_success_is_jittered_in_the_batch_within_its_bounds():
 
 
 def test_a_write_backs_jittered_rows_land_on_a_few_due_times():
-    """One of JITTER_RUNS shares per row: a batch's rows written at one NOW(3) land in the due
-    index as at most 8 runs of one due time each (not 2,000 scattered ones), spread over the
-    whole jitter all the same."""
+    """One of JITTER_RUNS steps per row: a batch's rows written at one NOW(3) land in the due
+    index as at most 8 runs of one due time each (not 2,000 scattered ones), over the whole
+    jitter all the same (the last step is all of it)."""
     items = [Item(f"{i}:1000".encode(), i, 1000) for i in range(2000)]
     due = NextDue(low=0, high=100_000_000, interval_us=10_000_000, jitter=0.05)
     successes, _ = split_outcomes(items, [Outcome(True, "ok")] * 2000, None, None, due=due)
     gaps = sorted({row[3] for row in successes})
-    assert gaps == [round(10_000_000 * (1 - 0.05 * k / JITTER_RUNS)) for k in range(JITTER_RUNS)][::-1]
-    assert [jitter_share(c) for c in (0, 2**29 - 1, 2**29, 2**32 - 1)] == [0.0, 0.0, 1 / 8, 7 / 8]
+    assert gaps == [round(10_000_000 * (1 - 0.05 * k / (JITTER_RUNS - 1))) for k in range(JITTER_RUNS)][::-1]
+    assert [jitter_share(c) for c in (0, 2**29 - 1, 2**29, 2**32 - 1)] == [0.0, 0.0, 1 / 7, 1.0]
