@@ -69,6 +69,12 @@ FROM (
 -- start time on both servers, so checked_at and the next due time agree. A row's next due time
 -- is its check's Recheck(after=...) (after_us, already clamped) or else its interval, up to
 -- `jitter` of it earlier ({next_due_us}).
+-- {unchanged_only}: nothing, but in "write_unchanged" (sql.py), the change feed's first write:
+-- only the rows that are not failing and whose stored result is this very text, byte for byte
+-- (CAST AS CHAR prints a number or a time as stored: '0.50' is not '0.5'), so their write has
+-- nothing to record (writeback.WritePlan). Whatever it leaves (a change, a recovery, text that
+-- is equal only in the column's own type) the full path reads and writes: the fence skips the
+-- rows written here, whose due time has moved.
 UPDATE JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
         {key_column},
         due_ms BIGINT PATH '$[1]',
@@ -77,6 +83,7 @@ UPDATE JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
 STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY)
   ON t.{id} = {key_match}
  AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
+ {unchanged_only}
 SET t.{result} = v.result,
     t.{checked} = NOW(3),
     t.{due} = NOW(3) + INTERVAL {next_due_us} MICROSECOND,

@@ -100,6 +100,12 @@ class Rows:
         """Rows (key, due_ms, result[, after_us]) written as checked, fenced on their due time."""
         return self.queries.write_success, {"batch": batch_json(successes), **interval_params(self.workload)}
 
+    def write_unchanged(self, successes: Sequence[tuple]) -> Statement:
+        """write_success of only the rows whose stored result is this text and that are not
+        failing: the change feed has nothing to record of them (queries.sql)."""
+        _, args = self.write_success(successes)
+        return self.queries.write_unchanged, args
+
     def write_done(self, done: Sequence[tuple]) -> Statement:
         """One-shot rows (key, due_ms, result) done, fenced: their due time cleared, or with
         `done = "delete"` the rows deleted."""

@@ -259,11 +259,19 @@ def test_the_feed_costs_the_same_few_statements_per_batch_whatever_its_size(sett
         before = statements(worker)
         worker.lane(watched.name).poll()  # one take, one batch, one write-back
         cost.setdefault(size, []).append(statements(worker) - before)
-    assert len(feed(client)) == 400 + 10 + 400 + 10  # every change recorded
-    print(f"statements per take with changes (columns read, locked read, writes, read back, feed): {cost}")
-    # The columns' read, the locked read of the old results, the UPDATE, the read back of the rows
-    # whose result may have changed, the feed's INSERT.
-    assert cost == {10: [5, 5], 400: [5]}, cost
+    set_urls(sql, range(11, 401), "http://slow.example/")  # due again, each with the result it has
+    dispatch_all(watched)  # nothing changes: the write of unchanged rows alone
+    before = statements(worker)
+    worker.lane(watched.name).poll()
+    unchanged = statements(worker) - before
+    assert len(feed(client)) == 400 + 10 + 400 + 10  # every change recorded, nothing more
+    print(f"statements per take with changes (columns read, unchanged write, locked read, writes, read back, "
+          f"feed): {cost}; with nothing changed: {unchanged}")  # fmt: skip
+    # The columns' read, the write of the rows whose result stays (none here), the locked read of
+    # the old results, the UPDATE, the read back of the rows whose result may have changed, the
+    # feed's INSERT; with nothing changed, the columns' read and the write of the unchanged rows.
+    assert cost == {10: [6, 6], 400: [6]}, cost
+    assert unchanged == 2, unchanged
 
 
 def test_a_workload_without_changes_has_no_feed(settings):
