@@ -201,24 +201,13 @@ def inspect_table(workload: Workload, db: Database, adopt: tuple[str, ...] = ())
             key_kind(columns[id_column])
         except SchemaProblem as problem:
             plan.fatal.append(f"{workload.id_column!r}: {problem}")
-    if workload.interval_column:
-        interval = columns.get(workload.interval_column.lower())
-        if interval is None:
-            plan.fatal.append(f"has no interval column {workload.interval_column!r} (interval_column)")
-        elif interval.data_type not in NUMBER_TYPES:
-            plan.fatal.append(
-                f"interval column {workload.interval_column!r} is {interval.column_type}; "
-                "it must hold seconds as a number"
-            )
-    if workload.priority_column:
-        priority = columns.get(workload.priority_column.lower())
-        if priority is None:
-            plan.fatal.append(f"has no priority column {workload.priority_column!r} (priority_column)")
-        elif priority.data_type not in INTEGER_TYPES:
-            plan.fatal.append(
-                f"priority column {workload.priority_column!r} is {priority.column_type}; "
-                "it must be an integer (1 marks a priority row), e.g. BOOLEAN"
-            )
+    plan.fatal += typed_column_problems(
+        columns, "interval", workload.interval_column, NUMBER_TYPES, "it must hold seconds as a number"
+    )
+    plan.fatal += typed_column_problems(
+        columns, "priority", workload.priority_column, INTEGER_TYPES,
+        "it must be an integer (1 marks a priority row), e.g. BOOLEAN",
+    )  # fmt: skip
     due = columns.get(due_column)
     if due is not None:
         plan.fatal += due_column_problems(workload, due)
@@ -275,6 +264,21 @@ def has_priority_index(
         names[:3] == [priority, due, id_column] or (names == [priority, due] and primary == [id_column])
         for _, names in indexes.values()
     )
+
+
+def typed_column_problems(
+    columns: dict[str, Column], role: str, name: str, types: set[str], rule: str
+) -> list[str]:
+    """What is wrong with an optional column of the application's that recheck reads (the
+    `interval_column`, the `priority_column`): missing, or of a type it cannot use."""
+    if not name:
+        return []
+    column = columns.get(name.lower())
+    if column is None:
+        return [f"has no {role} column {name!r} ({role}_column)"]
+    if column.data_type not in types:
+        return [f"{role} column {name!r} is {column.column_type}; {rule}"]
+    return []
 
 
 def due_column_problems(workload: Workload, due: Column) -> list[str]:

@@ -189,6 +189,8 @@ def test_init_db_proposes_the_priority_index_and_the_dispatcher_refuses_without_
         assert any("must be an integer" in problem for problem in wrong.fatal), wrong.fatal
         missing = inspect_table(plain.model_copy(update={"priority_column": "nope"}), db)
         assert any("has no priority column 'nope'" in problem for problem in missing.fatal)
+        interval = inspect_table(plain.model_copy(update={"interval_column": "tier"}), db)  # the same rules
+        assert "interval column 'tier' is varchar(10); it must hold seconds as a number" in interval.fatal
     finally:
         db.close()
 
