@@ -20,6 +20,7 @@ import yaml
 
 from recheck.commands.init_db import init_db
 from recheck.shared.workloads import read_workloads
+from tests.integration.test_priorities import mark_premium, with_priority
 from tests.support.helpers import REPO, docs_text, query, scalar, seed_rows
 from tests.support.servers import free_port, wait_for
 
@@ -234,6 +235,30 @@ def test_the_dashboard_has_a_tab_per_workload(make_settings, procs, browser, tmp
     assert json.loads(get(url + "api/status?workload=urls"))["title"].endswith(".urls")
     with pytest.raises(urllib.error.HTTPError, match="404"):
         get(url + "api/status?workload=nope")
+
+
+def test_a_workload_with_priorities_shows_the_priority_rows_waiting(make_settings, procs, browser):
+    """Under a rate limit far below what the table needs, priority rows wait in their own list:
+    the queue's card says how many (docs/priorities.md)."""
+    dashboard = free_port()
+    settings, every = with_priority(make_settings, premium_every=2, dashboard_port=dashboard, rate_limit=5)
+    seed_rows(settings, 2000, due_now=True)
+    mark_premium(settings, every)
+    procs.start("dispatcher", settings)
+    procs.start("worker", settings)
+    page = browser.new_page(viewport={"width": 1360, "height": 1000})
+    url = f"http://127.0.0.1:{dashboard}/"
+    wait_for(lambda: get(url + "healthz") == "ok\n", 20, "the dashboard to listen")
+    page.goto(url)
+    card = page.locator("#queue-depth")
+    card.filter(has_text=re.compile(r"\(\d[\d,]* priority\)")).wait_for(timeout=20_000)
+    assert json.loads(get(url + "api/status"))["facts"]["priority_column"] == "premium"
+
+    def waiting() -> int:
+        return json.loads(get(url + "api/status"))["facts"]["priority_depth"]
+
+    wait_for(lambda: waiting() > 0, 20, "priority rows waiting")
+    card.filter(has_text=re.compile(r"\([1-9][\d,]* priority\)")).wait_for(timeout=10_000)
 
 
 def post_action(url: str, body: dict | bytes, **headers: str) -> tuple[int, dict]:
