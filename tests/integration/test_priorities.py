@@ -299,3 +299,30 @@ def test_with_capacity_to_spare_both_classes_are_on_time(make_settings, procs, t
           f"rest {worst['rest']:.2f} s (interval {interval:g} s)")  # fmt: skip
     assert worst["premium"] <= interval + 1.0, worst
     assert worst["rest"] <= interval + 1.0, worst
+
+
+@pytest.mark.serial  # timing: alone, not beside other tests (make test)
+def test_a_queue_tables_priority_jobs_jump_a_backlog(make_settings, procs, tmp_path):
+    """One-shot rows (a job table): jobs inserted with priority behind a backlog of 3,000 are done
+    within a couple of seconds, while the backlog still waits; each job is done once."""
+    settings, _ = with_priority(make_settings, once=True, rate_limit=400)
+    seed_rows(settings, 3000, due_now=True)  # 7.5 s of work at the limit
+    record = tmp_path / "stamps"
+    record.mkdir()
+    procs.start("dispatcher", settings)
+    procs.start("worker", settings, env={**STAMPED, "TEST_CHECK_RECORD": str(record)})
+    wait_for(lambda: len(calls_by_id(record)) >= 400, 20, "the backlog under way")
+    inserted = time.time()
+    urgent = range(10_001, 10_101)
+    run_sql(settings, f"INSERT INTO {settings.table} ({settings.id_column}, premium) VALUES "
+                      + ", ".join(f"({key}, 1)" for key in urgent))  # fmt: skip
+    wait_for(lambda: all(key in calls_by_id(record) for key in urgent), 10, "the priority jobs done")
+    calls = calls_by_id(record)
+    slowest = max(calls[key][0] for key in urgent) - inserted
+    backlog_left = sum(1 for key in range(1, 3001) if key not in calls)
+    print(f"priority jobs behind a backlog: all 100 started within {slowest:.2f} s of their insert; "
+          f"{backlog_left} of the 3,000 ahead of them still waiting then")  # fmt: skip
+    assert slowest <= 2.0, slowest
+    assert backlog_left >= 1000, backlog_left  # they jumped it: it was still there
+    wait_for(lambda: len(calls_by_id(record)) >= 3100, 30, "every job done")
+    assert all(len(times) == 1 for times in calls_by_id(record).values())  # each job once
