@@ -238,11 +238,16 @@ def test_each_row_is_read_by_one_pass_and_both_reread_everything_after_redis_los
 
 # -- the promise, on real processes ------------------------------------------------------------------
 @pytest.mark.serial  # timing: alone, not beside other tests (make test)
+@pytest.mark.parametrize("partitions", [1, 3], ids=["1 partition", "3 partitions"])
 def test_under_a_third_of_the_rate_needed_premium_rows_keep_their_rhythm_and_the_rest_fall_behind(
-    make_settings, procs, tmp_path
+    make_settings, procs, tmp_path, partitions
 ):
+    """With partitions, each partition keeps its own two lists and share (each take is served by
+    one partition first): the promise holds over the workload all the same."""
     interval, rows = 3.0, 3000
-    settings, every = with_priority(make_settings, interval=interval, rate_limit=rows / interval / 3)
+    settings, every = with_priority(
+        make_settings, interval=interval, rate_limit=rows / interval / 3, partitions=partitions
+    )
     seed_rows(settings, rows, due_now=True)
     mark_premium(settings, every)  # 300 premium rows need 100 checks/s of the limit's 333
     record = tmp_path / "stamps"
