@@ -55,6 +55,15 @@ def get(url: str) -> str:
         return response.read().decode()
 
 
+def open_dashboard(browser, port: int):
+    """(a page showing the dashboard on `port`, its base URL), once the dashboard listens."""
+    url = f"http://127.0.0.1:{port}/"
+    wait_for(lambda: get(url + "healthz") == "ok\n", 20, "the dashboard to listen")
+    page = browser.new_page(viewport={"width": 1360, "height": 1000})
+    page.goto(url)
+    return page, url
+
+
 def test_the_dashboard_shows_freshness_first_and_updates_live(make_settings, procs, browser):
     dashboard, dispatcher_metrics, worker_metrics = free_port(), free_port(), free_port()
     settings = make_settings(interval=2.0, dashboard_port=dashboard, metrics_port=dispatcher_metrics)
@@ -64,10 +73,7 @@ def test_the_dashboard_shows_freshness_first_and_updates_live(make_settings, pro
         procs.start("worker", settings, env={"RECHECK_METRICS_PORT": str(worker_metrics)}),
         procs.start("worker", settings, env={"RECHECK_METRICS_PORT": "0"}),
     ]
-    page = browser.new_page(viewport={"width": 1360, "height": 1000})
-    url = f"http://127.0.0.1:{dashboard}/"
-    wait_for(lambda: get(url + "healthz") == "ok\n", 20, "the dashboard to listen")
-    page.goto(url)
+    page, url = open_dashboard(browser, dashboard)
 
     headline = page.locator("#headline-text")
     headline.filter(has_text=re.compile(r"All 3,000 rows fresh")).wait_for(timeout=20_000)
@@ -217,10 +223,7 @@ def test_the_dashboard_has_a_tab_per_workload(make_settings, procs, browser, tmp
         seed_rows(workload, 500)
     procs.start("dispatcher", settings)
     procs.start("worker", settings)
-    page = browser.new_page(viewport={"width": 1360, "height": 1000})
-    url = f"http://127.0.0.1:{dashboard}/"
-    wait_for(lambda: get(url + "healthz") == "ok\n", 20, "the dashboard to listen")
-    page.goto(url)
+    page, url = open_dashboard(browser, dashboard)
     tabs = page.locator("#workloads button")
     wait_for(lambda: tabs.count() == 2, 10, "a tab per workload")
     for name in ("users", "urls"):
@@ -246,10 +249,7 @@ def test_a_workload_with_priorities_shows_the_priority_rows_waiting(make_setting
     mark_premium(settings, every)
     procs.start("dispatcher", settings)
     procs.start("worker", settings)
-    page = browser.new_page(viewport={"width": 1360, "height": 1000})
-    url = f"http://127.0.0.1:{dashboard}/"
-    wait_for(lambda: get(url + "healthz") == "ok\n", 20, "the dashboard to listen")
-    page.goto(url)
+    page, url = open_dashboard(browser, dashboard)
     card = page.locator("#queue-depth")
     card.filter(has_text=re.compile(r"\(\d[\d,]* priority\)")).wait_for(timeout=20_000)
     assert json.loads(get(url + "api/status"))["facts"]["priority_column"] == "premium"
@@ -386,10 +386,7 @@ def test_ids_beyond_2_53_reach_the_page_and_come_back_as_the_same_row(make_setti
     values = ", ".join(f"({i}, NOW(3) + INTERVAL 1 HOUR)" for i in BIG_IDS)
     query(sql, f"INSERT INTO user_block_status (user_id, next_check_at) VALUES {values}")
     procs.start("dispatcher", settings)
-    url = f"http://127.0.0.1:{dashboard}/"
-    wait_for(lambda: get(url + "healthz") == "ok\n", 20, "the dashboard to listen")
-    page = browser.new_page(viewport={"width": 1360, "height": 1000})
-    page.goto(url)
+    page, _ = open_dashboard(browser, dashboard)
     page.locator("#token").wait_for(state="visible", timeout=10_000)
     page.locator("#token").fill(token)
     page.locator("#token").dispatch_event("change")
@@ -465,10 +462,7 @@ def test_a_one_shot_workload_shows_pending_and_dead_jobs_and_the_page_retries_th
     procs.start("worker", jobs, env={"RECHECK_CHECK": "tests.support.checks:odd_fails"})
     dead = "SELECT COUNT(*) FROM job_queue WHERE next_check_at = '9999-12-29'"
     wait_for(lambda: scalar(sql, dead) == 2, 20, "jobs 1 and 3 dead after 2 attempts")
-    url = f"http://127.0.0.1:{dashboard}/"
-    wait_for(lambda: get(url + "healthz") == "ok\n", 20, "the dashboard to listen")
-    page = browser.new_page(viewport={"width": 1360, "height": 1000})
-    page.goto(url)
+    page, _ = open_dashboard(browser, dashboard)
     page.locator("#dead", has_text="2").wait_for(timeout=15_000)
     page.locator("#pending", has_text="0").wait_for(timeout=5_000)
     page.locator("#dead-jobs tr", has_text="odd id 3").wait_for(timeout=5_000)  # the dead list
