@@ -104,7 +104,6 @@ class Sweeper:
     def __init__(self, workload: Workload, pusher: DuePusher, dispatcher_cursor=lambda: END):
         self.workload = workload
         self.pusher = pusher
-        self.dispatcher_cursor = dispatcher_cursor
         self.passes: list[tuple[DuePusher, Callable[[], tuple]]] = [(pusher, dispatcher_cursor)]
 
     def also(self, pusher: DuePusher, dispatcher_cursor: Callable[[], tuple]) -> None:

@@ -174,10 +174,15 @@ class Store:
         return Pushed(-1 if refused else pushed, depth, lost)
 
     def queue_depth(self, priority: bool | None = None) -> int:
-        """Entries waiting: in the priority list (True), the other (False), or both (None)."""
-        if priority is None:
-            return self.queue_depth(False) + self.queue_depth(True)
-        return sum(self._each(lambda client, k: client.llen(k.priority_queue if priority else k.queue)))
+        """Entries waiting: in the priority list (True), the other (False), or both (None), in one
+        round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        for k in self.partitions:
+            for name in {True: [k.priority_queue], False: [k.queue], None: [k.queue, k.priority_queue]}[
+                priority
+            ]:
+                pipe.llen(name)
+        return sum(pipe.execute())
 
     def highest_in_flight_due(self) -> int | None:
         """The latest due time (ms) among ids in flight, or None if nothing is in flight."""

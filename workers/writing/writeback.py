@@ -302,21 +302,19 @@ class WritePlan:
 
     def run(self, cursor) -> Written:
         unchanged = cursor.execute(*self.unchanged) if self.unchanged is not None else 0
-        if unchanged and unchanged == len(self.successes) and not self.failures:
+        if self.unchanged is not None and unchanged == len(self.successes) and not self.failures:
             return Written(unchanged, 0, 0)
-        written = self.run_all(cursor)
-        return Written(
-            written.succeeded + unchanged, written.failed, written.stale - unchanged, changes=written.changes
-        )
+        return self.run_all(cursor, unchanged)
 
-    def run_all(self, cursor) -> Written:
-        """Every statement (after write_unchanged: the rows it left; the fence skips the others)."""
+    def run_all(self, cursor, unchanged: int = 0) -> Written:
+        """Every statement; after write_unchanged (`unchanged` rows written), for the rows it left:
+        the fence skips the others."""
         before = None
         if self.shown is not None:
             cursor.execute(*self.rows.read_before_write([row[:2] for row in self.successes + self.failures]))
             before = {int(n): (result, fails) for n, result, fails in cursor.fetchall()}
         counts = [cursor.execute(sql, args) for sql, args in self.writes]
-        succeeded = sum(counts[: len(self.success_writes)])
+        succeeded = unchanged + sum(counts[: len(self.success_writes)])
         failed = counts[len(self.success_writes)] if self.failures else 0  # the failures' first UPDATE
         stale = len(self.successes) - succeeded + len(self.failures) - failed
         recorded = 0

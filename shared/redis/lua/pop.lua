@@ -13,14 +13,14 @@
 -- KEYS[9]  inflight    HASH  id -> due_ms; a dropped entry still holding its id releases it
 -- KEYS[10] again       HASH  id -> 1 (dispatch.lua); KEYS[11] asked LIST: a released id asked
 --                            for meanwhile is asked again, as ack.lua does
+-- KEYS[12] priority    LIST  the priority rows' entries (dispatch.lua), taken before KEYS[1]'s
+-- KEYS[13] turns       STRING  the rest's share of takes not handed out yet (a fraction of one)
 -- ARGV[1]  how many entries at most (0: only move what landed, e.g. at shutdown)
 -- ARGV[2]  1: take no reclaimed group (the caller is filling a batch it has begun elsewhere,
 --          another partition of the workload: a group must stay alone in its batch)
 -- ARGV[3]  rate_limit's share of this partition, checks per second (0: no limit)
 -- ARGV[4]  burst: the most tokens one grant hands out over all workers (about 0.1 s of rate)
 -- ARGV[5]  max_in_flight's share of this partition (0: no limit)
--- KEYS[12] priority    LIST  the priority rows' entries (dispatch.lua), taken before KEYS[1]'s
--- KEYS[13] turns       STRING  the rest's share of takes not handed out yet (a fraction of one)
 -- ARGV[6]  this worker's id; ARGV[7] checks it is running right now (entries it still holds
 --          whose check ended do not count: its write-back is not a call to the provider)
 -- ARGV[8]  priority_share: while both lists wait, this share of each take's entries comes from
