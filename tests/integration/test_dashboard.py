@@ -55,11 +55,14 @@ def get(url: str) -> str:
         return response.read().decode()
 
 
-def open_dashboard(browser, port: int):
-    """(a page showing the dashboard on `port`, its base URL), once the dashboard listens."""
+def open_dashboard(browser, port: int, script: str = ""):
+    """(a page showing the dashboard on `port`, its base URL), once the dashboard listens;
+    `script` runs in the page before the dashboard's own."""
     url = f"http://127.0.0.1:{port}/"
     wait_for(lambda: get(url + "healthz") == "ok\n", 20, "the dashboard to listen")
     page = browser.new_page(viewport={"width": 1360, "height": 1000})
+    if script:
+        page.add_init_script(script)
     page.goto(url)
     return page, url
 
@@ -376,6 +379,21 @@ def test_row_lookups_are_bounded_whatever_the_flood(settings, monkeypatch):
 
 BIG_IDS = (2**53, 2**53 + 1, 2**64 - 2, 2**64 - 1)  # beyond what a JavaScript number holds exactly
 
+# The row lookup that follows the first pause answers 1.5 s late: by then the page shows another
+# row, which that late answer must not overwrite (it did: CI, 2026-11-26, 1 run in many).
+LATE_LOOKUP = """
+const realFetch = window.fetch;
+let lookUps = 0;
+window.fetch = async (url, init) => {
+  const answer = await realFetch(url, init);
+  if (String(url).includes("/api/row?id=9007199254740993") && ++lookUps === 2) {
+    await new Promise((ok) => setTimeout(ok, 1500));
+    setTimeout(() => { window.lateAnswerDrawn = true; }, 0);
+  }
+  return answer;
+};
+"""
+
 
 def test_ids_beyond_2_53_reach_the_page_and_come_back_as_the_same_row(make_settings, procs, browser, sql):
     """Ids travel as text: searching 9007199254740993 shows that row, and pausing it pauses that
@@ -386,7 +404,7 @@ def test_ids_beyond_2_53_reach_the_page_and_come_back_as_the_same_row(make_setti
     values = ", ".join(f"({i}, NOW(3) + INTERVAL 1 HOUR)" for i in BIG_IDS)
     query(sql, f"INSERT INTO user_block_status (user_id, next_check_at) VALUES {values}")
     procs.start("dispatcher", settings)
-    page, _ = open_dashboard(browser, dashboard)
+    page, _ = open_dashboard(browser, dashboard, LATE_LOOKUP)
     page.locator("#token").wait_for(state="visible", timeout=10_000)
     page.locator("#token").fill(token)
     page.locator("#token").dispatch_event("change")
@@ -398,6 +416,8 @@ def test_ids_beyond_2_53_reach_the_page_and_come_back_as_the_same_row(make_setti
         page.locator("#row-actions button[data-action=pause]").click()
         page.locator("#action-result", has_text=f"pause {wanted}: done").wait_for(timeout=5_000)
     assert [int(row[0]) for row in query(sql, paused)] == [2**53 + 1, 2**64 - 1]
+    page.wait_for_function("window.lateAnswerDrawn === true", timeout=5_000)
+    assert page.locator("#row-title").inner_text().endswith(f" id {2**64 - 1} · paused")
 
 
 def raw_get(port: int, path: str, host: str) -> int:
