@@ -251,15 +251,18 @@ def build_parser() -> argparse.ArgumentParser:
         "(see docs/performance.md).",
     )
     parser.add_argument(
-        "--mode", choices=("drain", "steady", "floor", "poll", *JOBS_MODES), default="drain",
+        "--mode", choices=("drain", "steady", "floor", "poll", "groups", *JOBS_MODES), default="drain",
         help="drain: all rows overdue (the floor first); steady: rows due over --interval; "
-        "floor: the floor alone; poll: dispatcher cost per poll; one-shot jobs on a queue table: "
+        "floor: the floor alone; poll: dispatcher cost per poll; groups: a worker's take as the "
+        "number of groups grows (--sizes: group counts); one-shot jobs on a queue table: "
         "jobs: a drain of --rows pending jobs; jobs-steady: --producers inserting one job per "
         "transaction at --rate jobs/s while the consumers run; jobs-saturated: the producers as fast "
         f"as they can, alone ({ALONE}) and then beside the consumers (docs/performance.md)",
     )  # fmt: skip
     parser.add_argument(
-        "--sizes", default="1000000,10000000", help="poll: table sizes to measure at (comma-separated)"
+        "--sizes",
+        default="1000000,10000000",
+        help="poll: table sizes to measure at; groups: group counts (comma-separated)",
     )
     parser.add_argument("--polls", type=positive_int, default=200, help="poll: polls measured per size")
     parser.add_argument("--rows", type=positive_int, default=1_000_000, help="rows in the table (default 1M)")
@@ -365,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     sizes = []
-    if args.mode == "poll":
+    if args.mode in ("poll", "groups"):
         try:
             sizes = [positive_int(size.replace("_", "")) for size in args.sizes.split(",")]
         except (ValueError, argparse.ArgumentTypeError) as error:
@@ -411,6 +414,10 @@ def bench(settings: Workload, config: BenchConfig, sizes: list[int], polls: int,
             from bench.pollcost import run_poll_bench
 
             run_poll_bench(settings, sizes, polls, config.out)
+        elif config.mode == "groups":
+            from bench.groupcost import run_group_bench
+
+            run_group_bench(settings, sizes, config.rows, polls, config.batch, config.out)
         else:
             run_bench(settings, config)
     finally:

@@ -83,7 +83,8 @@ class DuePusher:
         if pushed:
             self.metrics.dispatched.inc(pushed)
             self.metrics.last_dispatch.set(time.time())
-        last = keys.parse(entries[-1:])[0][0]
+        last_entry = entries[-1].rsplit(b":", 1)[0] if self.workload.group_column else entries[-1]
+        last = keys.parse([last_entry])[0][0]  # a grouped entry ends with its group: not the key's
         return Page(len(entries), pushed, depth, (last.due_ms, last.id), lost)
 
     def depth(self) -> int:
@@ -96,7 +97,7 @@ class DuePusher:
         passed; returns how many went."""
         # Asked ids go first even at high water (a backlog is when `now` matters), up to a slack
         # above it: beyond that they wait in their list (their rows are due anyway).
-        room = asked_room(self.workload.high_water, self.store.queue_depth())
+        room = asked_room(self.workload.waiting_limit, self.store.queue_depth())
         if room <= 0:
             return 0
         asked = self.store.take_asked(min(ASKED_PER_READ, room))
@@ -155,11 +156,11 @@ class Dispatcher:
 
     def poll(self) -> float:
         workload = self.workload
-        if self.depth >= workload.high_water:
+        if self.depth >= workload.waiting_limit:
             self.depth = self.pusher.depth()
-            if self.depth >= workload.high_water:
+            if self.depth >= workload.waiting_limit:
                 return workload.deployment.poll_interval
-        limit = min(workload.dispatch_batch, workload.high_water - self.depth)
+        limit = min(workload.dispatch_batch, workload.waiting_limit - self.depth)
         if self.rewound:  # what could be in flight now is all we may meet again
             self.rewound = False
             self.guard_until = self.pusher.store.highest_in_flight_due()

@@ -133,7 +133,7 @@ class Sweeper:
         """One pass's overdue rows behind its cursor (`before`), under the sweep's guard."""
         workload, cursor, pushed, depth = self.workload, START, 0, pusher.depth()
         for _ in range(max_pages):
-            room = workload.high_water - depth
+            room = workload.waiting_limit - depth
             if room <= 0:
                 break
             limit = min(workload.dispatch_batch, room)

@@ -361,8 +361,16 @@ class WorkloadFields(BaseModel):
     # workers keep up.
     priority_column: Annotated[str, AfterValidator(_optional_identifier)] = ""
     priority_share: Annotated[float, Field(ge=0, le=0.9)] = 0.1
+    # Groups (docs/groups.md): rows are grouped by group_column's value (a customer, a host; NULL
+    # is one group of its own); while rows wait, groups are served in turn, and each group is held
+    # to group_rate_limit checks started per second and group_max_in_flight running at once, over
+    # every worker (0 = none). Its rows over a limit wait in Redis.
+    group_column: Annotated[str, AfterValidator(_optional_identifier)] = ""
+    group_rate_limit: Annotated[float, Field(ge=0, le=10_000_000)] = 0.0
+    group_max_in_flight: Annotated[int, Field(ge=0, le=1_000_000)] = 0
 
 
+GROUP_WATER = 10  # a grouped workload keeps up to 10 x high_water entries waiting (Workload.waiting_limit)
 WORKLOAD_KEYS = tuple(WorkloadFields.model_fields)  # what a [workloads.NAME] table may set
 
 
@@ -409,6 +417,7 @@ class Workload(WorkloadFields):
             self.error_column,
             *([self.interval_column] if self.interval_column else []),
             *([self.priority_column] if self.priority_column else []),
+            *([self.group_column] if self.group_column else []),
         ]
         if len({c.lower() for c in columns}) != len(columns):
             raise ValueError("id_column: the configured column names must all be different")
@@ -416,6 +425,14 @@ class Workload(WorkloadFields):
             raise ValueError("done: done, pending and keep_done are for one-shot workloads (once = true)")
         if self.once and self.changes and self.done == "delete":
             raise ValueError("changes: a row deleted when done has no stored result to compare (done = keep)")
+        if (self.group_rate_limit or self.group_max_in_flight) and not self.group_column:
+            raise ValueError("group_rate_limit: group limits need a group_column")
+        if self.group_column and self.priority_column:
+            raise ValueError("group_column: cannot be combined with priority_column (yet)")
+        if self.group_column and self.partitions > 1:
+            raise ValueError(
+                "group_column: a grouped workload has one partition (each group's limits live in one place)"
+            )
         if 0 < self.max_in_flight < self.partitions:
             raise ValueError(
                 "max_in_flight: must be at least `partitions` (each partition keeps a share of it)"
@@ -443,6 +460,14 @@ class Workload(WorkloadFields):
             return name
         digest = hashlib.sha1(self.table.encode()).hexdigest()[:8]
         return f"{self.table[: 64 - len(CHANGES_SUFFIX) - 9]}_{digest}{CHANGES_SUFFIX}"
+
+    @property
+    def waiting_limit(self) -> int:
+        """How many entries the dispatcher keeps waiting in Redis at most: high_water, or for a
+        grouped workload GROUP_WATER times it. A group held back by its own limits keeps its
+        backlog there, and the dispatcher must read past it for the other groups' rows to be
+        served in turn (docs/groups.md)."""
+        return self.high_water * (GROUP_WATER if self.group_column else 1)
 
     @property
     def log_prefix(self) -> str:

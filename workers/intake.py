@@ -40,6 +40,8 @@ class Intake:
         self.breaker: Breaker | None = None  # backing off a failing provider (the lane sets it)
         self.totals: Callable[[], tuple[int, int]] = lambda: (0, 0)  # rows checked, failed so far
         self._backing_off = False  # the last take was held back by the breaker
+        self.limiting_group = ""  # a grouped workload: the last group whose own limits held us back
+        self._by_group = False  # the last take was held back by a group's limits
 
     def take(self, limit: int, in_hand: Callable[[], set[bytes]] = set, running: int = 0) -> list[bytes]:
         """Up to `limit` entries, now held in our processing set (0: only what a wait delivered),
@@ -48,6 +50,7 @@ class Intake:
         in_hand: the entries the caller is still working on, asked only when a lost reply
         means the processing set must be read back."""
         self._backing_off = False
+        self._by_group = False
         if self.breaker is not None and limit > 0:
             cap, wait = self.breaker.allowance(*self.totals())
             if cap == 0:  # backing off: nothing until the next probe
@@ -58,6 +61,8 @@ class Intake:
         try:
             taken = self.store.take(self.worker_id, limit, running)
             entries, self.limited = taken.entries, taken.limited
+            if taken.group:
+                self.limiting_group, self._by_group = taken.group, True
             if entries:
                 self.took.set()
             if self.limits and entries and self.metrics is not None:
@@ -90,6 +95,8 @@ class Intake:
             return 0.0
         reason, seconds = ("in_flight", ROOM_RETRY) if self.limited == ROOM_WAIT else (
             "backoff" if self._backing_off else "rate", min(self.limited, RATE_WAIT_MAX))  # fmt: skip
+        if self._by_group:
+            reason = "group"
         self.limited_at[reason] = time.monotonic()
         if self.metrics is not None:
             self.metrics.limit_wait.labels(reason).inc(seconds)
@@ -100,11 +107,12 @@ class Intake:
         return self.limited == ROOM_WAIT
 
     def limited_by(self) -> str:
-        """ "rate", "in_flight" or "backoff" if the limits or the breaker held a take back in the
-        last few seconds, else ""."""
+        """ "rate", "in_flight", "backoff" or "group X" (a group's own limits) if the limits or
+        the breaker held a take back in the last few seconds, else ""."""
         now = time.monotonic()
         recent = [(at, why) for why, at in self.limited_at.items() if now - at < LIMITED_RECENTLY]
-        return max(recent)[1] if recent else ""
+        why = max(recent)[1] if recent else ""
+        return f"group {self.limiting_group}" if why == "group" else why
 
     def wait_for_work(self, timeout: float = IDLE_WAIT) -> bool:
         """Block until the queue has an entry (delivered to our landing list); False on timeout."""

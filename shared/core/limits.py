@@ -38,3 +38,21 @@ def partition_limits(rate_limit: float, max_in_flight: int, partitions: int) -> 
     burst = max(1, round(rate * GRANT_WINDOW))
     base, extra = divmod(max_in_flight, partitions)
     return [PartLimit(rate, burst, base + (index < extra)) for index in range(partitions)]
+
+
+@dataclass(frozen=True)
+class GroupLimit:
+    """A grouped workload's limits per group (group_column): the same cell rate as a partition's
+    rate limit, kept for each group, and checks running at once per group."""
+
+    rate: float = 0.0  # checks per second per group (0: no limit)
+    in_flight: int = 0  # checks of one group running at once (0: no limit)
+
+    @property
+    def burst(self) -> int:
+        """The most tokens one grant hands a group: about GRANT_WINDOW of its rate, at least 1."""
+        return max(1, round(self.rate * GRANT_WINDOW))
+
+    def args(self) -> list:
+        """What pop.lua takes as ARGV[10..12]."""
+        return [repr(self.rate), self.burst, self.in_flight]

@@ -214,6 +214,15 @@ class StatusFacts(Record):
     priority_depth: int = 0  # of queue_depth, priority rows' entries (priority_column)
     priority_column: str = ""  # rows whose column is 1 go first (docs/priorities.md)
     priority_share: float = 0.0  # of each take, kept for the rest while both wait
+    # A grouped workload (group_column, docs/groups.md): its limits per group, the groups with
+    # rows waiting, how many of them their own limits hold back, and the biggest of those.
+    group_column: str = ""
+    group_rate_limit: float = 0.0
+    group_max_in_flight: int = 0
+    groups_waiting: int = 0
+    groups_at_rate: int = 0
+    groups_at_room: int = 0
+    groups_held: list[dict[str, Any]] = field(default_factory=list)  # {"group", "waiting"}
     suspects: int = 0
     in_flight: int = 0
     live_workers: int = 0
@@ -232,7 +241,8 @@ class StatusFacts(Record):
     fresh: bool = False
     rate_limit: float = 0.0
     max_in_flight: int = 0
-    limited_by: str = ""  # "backoff", "rate" or "in_flight" when a live worker's takes were held back lately
+    # "backoff", "rate", "in_flight" or "group NAME" when a live worker's takes were held back lately
+    limited_by: str = ""
     needed_rate: float | None = None  # checks/s the table asks
     lateness_p50_s: float | None = None  # sampled: rows written since the previous sample
     lateness_p99_s: float | None = None

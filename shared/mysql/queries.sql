@@ -46,12 +46,15 @@ SELECT NOW(3), UNIX_TIMESTAMP(NOW(3))
 -- GROUP_CONCAT keeps its own ORDER BY: the cursor is taken from the last entry.
 -- A NULL after_id (before_id) stands for "before (after) every key": the first and last pages
 -- of a pass, for keys of any type.
+-- {group_out}: with a group column (docs/groups.md), ":" and the row's group in hex ("NULL" for
+-- NULL) ends each entry: dispatch.lua queues the entry in its group's list (sql.py group_out).
 -- {class_filter}: with a priority column, the rest's pass reads the rows whose priority column is
 -- not 1 (through the due index) and the priority pass ("due_page_priority", sql.py) those whose
 -- column is 1 (through the (priority, due, id) index); without one, nothing.
 SELECT GROUP_CONCAT(page.entry ORDER BY page.due, page.row_id SEPARATOR ' ')
 FROM (
-    SELECT CONCAT({key_out}, ':', TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', {due}) DIV 1000)
+    SELECT CONCAT({key_out}, ':', TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', {due}) DIV 1000
+                  {group_out})
                AS entry,
            {due} AS due, {id} AS row_id
     FROM {table}
@@ -325,7 +328,7 @@ WHERE {id} IN %(ids)s AND {due} >= TIMESTAMP'9999-01-01 00:00:00'
 -- Queue entries of these keys' rows that are due (the dispatcher reads the ids the application
 -- asked for `now` at once, instead of waiting for the keyset cursor or the sweep).
 SELECT GROUP_CONCAT(CONCAT({key_out}, ':',
-           TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', {due}) DIV 1000) SEPARATOR ' ')
+           TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', {due}) DIV 1000 {group_out}) SEPARATOR ' ')
 FROM {table}
 WHERE {id} IN %(ids)s AND {due} <= NOW(3)
 
@@ -386,11 +389,12 @@ WHERE (%(after)s IS NULL OR {id} > %(after)s) AND {id} <= %(last)s
 -- name: one_row
 -- `recheck inspect`: one row by its key, with the database clock's view of its lateness. The key
 -- comes back as the table holds it: the column's collation may match 'alice' to 'Alice  ', and
--- Redis knows the row by its stored key.
+-- Redis knows the row by its stored key. {group_hex}: a grouped workload's row's group, as its
+-- group list is named (sql.py).
 SELECT {due}, {checked}, {result}, {count}, {fails}, {error}, NOW(3),
        TIMESTAMPDIFF(MICROSECOND, {due}, NOW(3)) / 1000000,
        TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', {due}) DIV 1000,
-       {id}
+       {id}, {group_hex}
 FROM {table}
 WHERE {id} = %(id)s
 

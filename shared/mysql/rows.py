@@ -239,7 +239,8 @@ class Rows:
 
     # -- what status, the dashboard and `inspect` read ------------------------------------------
     def one_row(self, key) -> tuple | None:
-        """(due, checked, result, count, fails, error, now, late_s, due_ms, key as stored)."""
+        """(due, checked, result, count, fails, error, now, late_s, due_ms, key as stored, group as
+        its group list is named: None for a workload without groups)."""
         rows = self.db.query(self.queries.one_row, {"id": key})
         return rows[0] if rows else None
 

@@ -22,6 +22,7 @@ BINARY_KEY_TYPES = {"binary", "varbinary"}
 NUMBER_TYPES = INTEGER_TYPES | {"decimal", "numeric", "float", "double", "real"}
 TIME_TYPES = {"datetime", "timestamp"}
 CHARACTER_TYPES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext"}
+GROUP_TYPES = INTEGER_TYPES | TEXT_KEY_TYPES | BINARY_KEY_TYPES | {"enum"}  # a name, not a document
 DUE_PRECISION = 3  # due times travel as milliseconds: a finer column could never match its fence
 JSON_TEXT_LIMIT = 1024  # the VARCHAR size JSON_TABLE reads results and errors as (queries.sql)
 COLUMN_MARK = "recheck:"  # the comment of every column init-db adds
@@ -208,6 +209,10 @@ def inspect_table(workload: Workload, db: Database, adopt: tuple[str, ...] = ())
         columns, "priority", workload.priority_column, INTEGER_TYPES,
         "it must be an integer (1 marks a priority row), e.g. BOOLEAN",
     )  # fmt: skip
+    plan.fatal += typed_column_problems(
+        columns, "group", workload.group_column, GROUP_TYPES,
+        "it must name a group: an integer or a short string (CHAR, VARCHAR, BINARY, ENUM)",
+    )  # fmt: skip
     due = columns.get(due_column)
     if due is not None:
         plan.fatal += due_column_problems(workload, due)
@@ -270,7 +275,8 @@ def typed_column_problems(
     columns: dict[str, Column], role: str, name: str, types: set[str], rule: str
 ) -> list[str]:
     """What is wrong with an optional column of the application's that recheck reads (the
-    `interval_column`, the `priority_column`): missing, or of a type it cannot use."""
+    `interval_column`, the `priority_column`, the `group_column`): missing, or of a type it cannot
+    use."""
     if not name:
         return []
     column = columns.get(name.lower())

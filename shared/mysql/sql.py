@@ -135,6 +135,23 @@ def class_filter(workload: Workload, priority: bool) -> str:
     return f"AND {column} = 1" if priority else f"AND NOT ({column} <=> 1)"
 
 
+def group_out(workload: Workload) -> str:
+    """What ends a queue entry of a grouped workload (queries.sql `{group_out}`): ":" and the row's
+    group column in hex (its bytes, whatever the type: the number 42 is "3432"), "NULL" for NULL
+    (never hex); nothing without a group column."""
+    if not workload.group_column:
+        return ""
+    return f", ':', {group_hex(workload)}"
+
+
+def group_hex(workload: Workload) -> str:
+    """A row's group as the group lists name it (the hex of its bytes, "NULL" for NULL); NULL
+    without a group column."""
+    if not workload.group_column:
+        return "NULL"
+    return f"COALESCE(HEX(CAST({quote(workload.group_column)} AS BINARY)), 'NULL')"
+
+
 class Queries:
     """Every statement of a package, ready to execute: ``Queries(workload).due_page``.
 
@@ -171,6 +188,8 @@ class Queries:
         for name, expression in due_expressions(workload).items():
             quoted[name] = expression.replace("{fails}", quoted["fails"])
         quoted["class_filter"] = class_filter(workload, priority=False)
+        quoted["group_out"] = group_out(workload)
+        quoted["group_hex"] = group_hex(workload)
         quoted["unchanged_only"] = ""
         raw = raw_queries(package)
         self._rendered = {name: sql.format_map(quoted) for name, sql in raw.items()}

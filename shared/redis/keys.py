@@ -93,6 +93,33 @@ class Keys:
         self.changed = f"{tag}:changed"  # STREAM: the change feed has news (readers block on it)
         self.rate = f"{tag}:rate"  # STRING: the rate limit's arrival time, us on the Redis clock (pop.lua)
         self.running = f"{tag}:running"  # HASH worker -> checks it may be running (max_in_flight)
+        # Groups (group_column, docs/groups.md; _lib.lua describes each): a group's entries wait
+        # in LIST group:<hex name>, its rate in STRING group:<hex name>:rate
+        self.group_prefix = f"{tag}:group:"
+        self.group_ring = f"{tag}:groups:ring"  # LIST of groups taken in turn
+        self.groups_sleeping = f"{tag}:groups:sleeping"  # ZSET group -> ms its next token is due
+        self.groups_full = f"{tag}:groups:full"  # SET of groups at group_max_in_flight
+        self.groups_running = f"{tag}:groups:running"  # HASH group -> checks running
+        self.group_of = f"{tag}:groups:of"  # HASH entry -> group of entries workers hold
+        self.groups_waiting = f"{tag}:groups:waiting"  # STRING: entries in the group lists
+        self.wake = f"{tag}:wake"  # LIST of tokens idle workers of a grouped workload block on
+
+    def group_keys(self) -> list[str]:
+        """The group keys in the order the scripts name them (_lib.lua group_keys)."""
+        return [
+            self.group_prefix,
+            self.group_ring,
+            self.groups_sleeping,
+            self.groups_full,
+            self.groups_running,
+            self.group_of,
+            self.groups_waiting,
+            self.wake,
+        ]
+
+    def group_list(self, name: bytes) -> str:
+        """LIST of one group's waiting entries (`name`: the group's value in hex)."""
+        return self.group_prefix + name.decode()
 
     def processing(self, worker_id: str) -> str:
         """SET of entries a worker holds; an ack only counts for entries still in it."""

@@ -38,7 +38,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from recheck.shared.config import Workload
 from recheck.shared.core.entries import make_entry_text
-from recheck.shared.core.limits import NO_LIMIT, PartLimit, partition_limits
+from recheck.shared.core.limits import NO_LIMIT, GroupLimit, PartLimit, partition_limits
 from recheck.shared.core.partitions import partition_of, rotation, split_by_partition
 from recheck.shared.core.records import DispatcherBeat, WorkerBeat
 from recheck.shared.redis.connection import RedisClient
@@ -49,6 +49,8 @@ B = TypeVar("B", WorkerBeat, DispatcherBeat)
 DIED_ALONE = 1 << 20  # reclaims count: deaths + DIED_ALONE * deaths alone (reclaim.lua)
 SCRIPT_NAMES = ("dispatch", "pop", "ack", "reclaim", "orphans", "lease", "errors", "writeslot")
 DELETE_CHUNK = 1000
+NAME_SHOWN = 60  # characters of a group's name shown at most (status, logs)
+NULL_GROUP = "NULL"  # the group of rows whose group column is NULL (queries.sql; never hex)
 DROPPED_TTL_MS = 86_400_000  # as dispatch.lua's: a dropped entry nobody takes is forgotten after a day
 MAX_ERROR_GROUPS = 50  # distinct error messages kept per workload (errors.lua)
 ERROR_EXAMPLES = 5  # example ids kept per message
@@ -58,6 +60,13 @@ ERROR_EXAMPLES = 5  # example ids kept per message
 def script_source(name: str) -> str:
     folder = resources.files("recheck.shared.redis").joinpath("lua")
     return folder.joinpath("_lib.lua").read_text() + folder.joinpath(f"{name}.lua").read_text()
+
+
+class GroupOverview(NamedTuple):
+    waiting: int  # groups with rows waiting in Redis
+    at_rate: int  # of them, held back by group_rate_limit now
+    at_room: int  # of them, held back by group_max_in_flight now
+    biggest: list[tuple[str, int]]  # (group, rows waiting) of the biggest few held back
 
 
 class Pushed(NamedTuple):
@@ -73,6 +82,20 @@ class Taken(NamedTuple):
     # The workload's limits held this take back: seconds until the rate limit has tokens again,
     # ROOM_WAIT if max_in_flight checks are running, 0 if nothing held it back.
     limited: float = 0.0
+    group: str = ""  # a grouped workload's group whose own limits held the take back (its value)
+
+
+def group_name(hexed: bytes | str) -> str:
+    """A group's value as the group lists spell it (hex of its bytes) made readable: the text
+    when it is UTF-8, else 0x and the hex; "NULL" for rows whose group column is NULL."""
+    text = hexed.decode() if isinstance(hexed, bytes) else hexed
+    if text == NULL_GROUP:
+        return "NULL"
+    try:
+        name = bytes.fromhex(text).decode() or '""'
+    except (ValueError, UnicodeDecodeError):
+        name = "0x" + text.lower()
+    return name if len(name) <= NAME_SHOWN else name[: NAME_SHOWN - 3] + "..."
 
 
 ROOM_WAIT = -1.0  # Taken.limited: max_in_flight checks are running; wait until some end
@@ -103,7 +126,10 @@ def open_store(client: RedisClient, workload: Workload) -> Store:
     its rate_limit and max_in_flight."""
     limits = partition_limits(workload.rate_limit, workload.max_in_flight, workload.partitions)
     share = workload.priority_share if workload.priority_column else None
-    return Store(client, Keys.every_partition(workload), limits, priority_share=share)
+    groups = (
+        GroupLimit(workload.group_rate_limit, workload.group_max_in_flight) if workload.group_column else None
+    )
+    return Store(client, Keys.every_partition(workload), limits, priority_share=share, groups=groups)
 
 
 def soonest(waits: list[float]) -> float:
@@ -119,10 +145,13 @@ class Store:
         partitions: Keys | list[Keys],
         limits: list[PartLimit] | None = None,
         priority_share: float | None = None,
+        groups: GroupLimit | None = None,
     ):
         self.client = client
         # The rest's share of takes while priority rows wait (pop.lua); None: no priority column.
         self.priority_share = "" if priority_share is None else repr(float(priority_share))
+        # A grouped workload's limits per group (group_column, docs/groups.md); None: not grouped.
+        self.groups = groups
         self.partitions = [partitions] if isinstance(partitions, Keys) else list(partitions)
         self.limits = limits or [NO_LIMIT] * len(self.partitions)
         self.keys = self.partitions[0]  # names for logs and status; where the one-per-workload keys live
@@ -166,7 +195,11 @@ class Store:
         for index, part_entries in self._split(entries).items():
             k = self.partitions[index]
             keys = [k.queue, k.inflight, k.stats, k.epoch, k.leader, k.completed, k.again, k.dropped]
-            result = self._run("dispatch", [*keys, k.priority_queue], [owner, mode, *part_entries])
+            result = self._run(
+                "dispatch",
+                [*keys, k.priority_queue, *k.group_keys(), k.workers],
+                [owner, mode, *part_entries],
+            )
             refused |= int(result[0]) < 0
             pushed += max(int(result[0]), 0)
             depth += int(result[1])
@@ -175,8 +208,13 @@ class Store:
 
     def queue_depth(self, priority: bool | None = None) -> int:
         """Entries waiting: in the priority list (True), the other (False), or both (None), in one
-        round trip."""
+        round trip; a grouped workload's, in its groups' lists and the queue."""
         pipe = self.client.pipeline(transaction=False)
+        if self.groups is not None:
+            pipe.get(self.keys.groups_waiting)
+            pipe.llen(self.keys.queue)
+            waiting, queued = pipe.execute()
+            return int(waiting or 0) + queued
         for k in self.partitions:
             for name in {True: [k.priority_queue], False: [k.queue], None: [k.queue, k.priority_queue]}[
                 priority
@@ -238,7 +276,7 @@ class Store:
     # -- a worker's entries (pop.lua, ack.lua) ----------------------------------------------
     def _take_part(self, index: int, worker: str, limit: int, groups: bool = True, running: int = 0) -> Taken:
         k = self.partitions[index]
-        suspect, entries, waiting, wait_ms = self._run(
+        suspect, entries, waiting, wait_ms, group = self._run(
             "pop",
             [
                 k.queue,
@@ -254,11 +292,23 @@ class Store:
                 k.asked,
                 k.priority_queue,
                 k.turns,
+                *k.group_keys(),
             ],
-            [limit, int(not groups), *self.limits[index].args(), worker, running, self.priority_share],
+            [
+                limit,
+                int(not groups),
+                *self.limits[index].args(),
+                worker,
+                running,
+                self.priority_share,
+                *(["1", *self.groups.args()] if self.groups is not None else ["", 0, 1, 0]),
+            ],
         )
         wait_ms = int(wait_ms)
-        return Taken(bool(suspect), entries, int(waiting), ROOM_WAIT if wait_ms < 0 else wait_ms / 1000)
+        limited = ROOM_WAIT if wait_ms < 0 else wait_ms / 1000
+        return Taken(
+            bool(suspect), entries, int(waiting), limited, group_name(group) if limited and group else ""
+        )
 
     def _start(self) -> int:
         """Where the next take starts: where a wait just delivered, else where reclaimed groups
@@ -287,7 +337,7 @@ class Store:
         taken: list[bytes] = []
         waits: list[float] = []
         for index in rotation(self._start(), self.count):
-            suspect, entries, waiting, limited = self._take_part(
+            suspect, entries, waiting, limited, _ = self._take_part(
                 index, worker, limit - len(taken), groups=not taken, running=running
             )
             if limited:
@@ -307,6 +357,8 @@ class Store:
         several partitions, on each queue in turn for a share of `timeout` (a blocking move names
         one queue, and a cluster's partitions live on different servers)."""
         share = max(timeout / self.count, 0.01)
+        if self.groups is not None:  # one partition; its entries wait in group lists: a token wakes us
+            return self.client.blpop([self.keys.wake], share) is not None
         waited = 0.0
         for index in itertools.cycle(rotation(self._start(), self.count)):
             k = self.partitions[index]
@@ -350,7 +402,8 @@ class Store:
             still_held += self._run(
                 "ack",
                 [k.processing(worker), k.inflight, k.queue, k.stats, k.reclaims, k.sweep_guard,
-                 k.dispatch_guard, k.completed, k.again, k.asked, k.dropped, k.priority_queue],
+                 k.dispatch_guard, k.completed, k.again, k.asked, k.dropped, k.priority_queue,
+                 *k.group_keys()],
                 [int(whole), len(finished), len(held_up), *added, *finished, *held_up, *untouched],
             )  # fmt: skip
         return still_held
@@ -461,7 +514,7 @@ class Store:
         result = self._run(
             "reclaim",
             [k.heartbeat(worker), k.processing(worker), k.landing(worker), k.suspects, k.reclaims,
-             k.workers, k.quarantine, k.stats, k.running],
+             k.workers, k.quarantine, k.stats, k.running, *k.group_keys()],
             [worker, max_reclaims, groups, DIED_ALONE],
         )  # fmt: skip
         return (int(result[0]), int(result[1])) if result else None
@@ -498,14 +551,25 @@ class Store:
         held = [key for w in workers for key in (k.processing(w), k.landing(w))]
         released = self._run(
             "orphans",
-            [k.inflight, k.queue, k.suspects, k.quarantine, k.stats, k.workers, k.priority_queue, *held],
+            [
+                k.inflight,
+                k.queue,
+                k.suspects,
+                k.quarantine,
+                k.stats,
+                k.workers,
+                k.priority_queue,
+                *k.group_keys(),
+                *held,
+            ],
             [len(candidates) // 2, *candidates, *workers],
         )
         return None if released == -1 else released
 
-    def whereabouts(self, key: bytes) -> dict:
+    def whereabouts(self, key: bytes, group: bytes | None = None) -> dict:
         """Where one id is in Redis (for `recheck inspect`; O(queue + workers), never in a loop):
-        the due time it is in flight for, its queue position, the worker holding it, its reclaims."""
+        the due time it is in flight for, its queue position (in its group's list for a grouped
+        workload: `group` as the lists name it), the worker holding it, its reclaims."""
         index = self.partition_of(key)
         k = self.partitions[index]
         pipe = self.client.pipeline(transaction=False)
@@ -525,6 +589,16 @@ class Store:
         if due is None:
             return found
         entry = make_entry_text(key, due)
+        if self.groups is not None and group is not None:
+            position = self.client.lpos(k.group_list(group), entry)
+            if position is not None:
+                found.update(
+                    group=group_name(group),
+                    group_position=int(position) + 1,
+                    group_depth=self.client.llen(k.group_list(group)),
+                    group_state=self.group_state(group),
+                )
+                return found
         position = self.client.lpos(k.queue, entry)
         if position is not None:  # behind what waits in the priority list: taken first
             found["queue_position"] = int(position) + 1 + self.client.llen(k.priority_queue)
@@ -543,6 +617,40 @@ class Store:
                 found["worker"] = {"id": worker, "alive": bool(alive)}
                 break
         return found
+
+    def group_state(self, group: bytes) -> str:
+        """Why a group's rows wait: its turn, its rate, or its room (group_max_in_flight)."""
+        k, limit = self.keys, self.groups or GroupLimit()
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zscore(k.groups_sleeping, group)
+        pipe.sismember(k.groups_full, group)
+        asleep, full = pipe.execute()
+        if full:
+            return f"held back: {limit.in_flight} checks running, its group_max_in_flight"
+        if asleep is not None:
+            return f"held back by its group_rate_limit of {limit.rate:g}/s"
+        return "waiting for its turn"
+
+    def group_overview(self, examples: int = 3) -> GroupOverview:
+        """How many groups have rows waiting, how many their own limits hold back, and the
+        biggest few of those held back (by their rate, or at group_max_in_flight)."""
+        k = self.keys
+        pipe = self.client.pipeline(transaction=False)
+        pipe.llen(k.group_ring)
+        pipe.zcard(k.groups_sleeping)
+        pipe.scard(k.groups_full)
+        pipe.zrange(k.groups_sleeping, 0, 50)
+        pipe.srandmember(k.groups_full, 50)
+        ready, at_rate, at_room, sleeping, full = pipe.execute()
+        names = [*full, *sleeping]
+        pipe = self.client.pipeline(transaction=False)
+        for name in names:
+            pipe.llen(k.group_list(name))
+        sizes = pipe.execute() if names else []
+        held = sorted(zip(sizes, names, strict=True), reverse=True)[:examples]
+        return GroupOverview(
+            ready + at_rate + at_room, at_rate, at_room, [(group_name(name), size) for size, name in held]
+        )
 
     # -- presence and status ----------------------------------------------------------------
     def presence_keys(self, role: str, member: str) -> tuple[str, str]:
@@ -616,7 +724,8 @@ class Store:
         self.client.set(self.keys.freshness, json.dumps(sample), px=ttl_ms)
 
     def overview(self) -> Overview:
-        """Queue, reclaimed groups, in flight and counters, summed over the partitions."""
+        """Queue (a grouped workload's group lists too), reclaimed groups, in flight and counters,
+        summed over the partitions."""
         pipe = self.client.pipeline(transaction=False)
         for k in self.partitions:
             pipe.llen(k.queue)
@@ -624,13 +733,16 @@ class Store:
             pipe.llen(k.suspects)
             pipe.hlen(k.inflight)
             pipe.hgetall(k.stats)
+            pipe.get(k.groups_waiting)
         pipe.get(self.keys.leader)
         *per_partition, leader = pipe.execute()
         depth = priority = suspects = in_flight = 0
         counters: dict[str, int] = {}
-        for start in range(0, len(per_partition), 5):
-            part_depth, part_priority, part_suspects, part_in_flight, stats = per_partition[start : start + 5]
-            depth, priority = depth + part_depth + part_priority, priority + part_priority
+        for start in range(0, len(per_partition), 6):
+            part_depth, part_priority, part_suspects, part_in_flight, stats, grouped = per_partition[
+                start : start + 6
+            ]
+            depth, priority = depth + part_depth + part_priority + int(grouped or 0), priority + part_priority
             suspects += part_suspects
             in_flight += part_in_flight
             for name, value in stats.items():

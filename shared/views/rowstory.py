@@ -30,8 +30,8 @@ def row_story(workload: Workload, db: Database, store: Store, keys: KeyKind, key
     row = Rows(workload, db).one_row(key)
     if row is None:
         return None
-    due, checked, result, count, fails, error, now, late_s, due_ms, key = row  # the key as stored
-    where = store.whereabouts(keys.encode(key))
+    due, checked, result, count, fails, error, now, late_s, due_ms, key, group = row  # the key as stored
+    where = store.whereabouts(keys.encode(key), group.encode() if isinstance(group, str) else group)
     done = due is None  # a one-shot row done: its due time cleared
     quarantined = due == QUARANTINED_DUE
     dead = due == DEAD_DUE
@@ -96,6 +96,11 @@ def state_of(workload: Workload, story: dict, where: dict, due_ms: int) -> tuple
             if where.get("priority_queue"):
                 of = "in the priority list, taken first"
             return "queued", f"queued at position {where['queue_position']:,} {of}; {dispatched}"
+        if where.get("group_position") is not None:
+            return "queued", (
+                f"queued in group {where['group']} at position {where['group_position']:,} of its "
+                f"{where['group_depth']:,} ({where['group_state']}); {dispatched}"
+            )
         if where["suspect_group"]:
             return (
                 "suspect",

@@ -161,6 +161,13 @@ def gather(
         max_in_flight=workload.max_in_flight,
         limited_by=limited_by(workers),
     )
+    if workload.group_column:
+        groups = store.group_overview()
+        facts.group_column = workload.group_column
+        facts.group_rate_limit = workload.group_rate_limit
+        facts.group_max_in_flight = workload.group_max_in_flight
+        facts.groups_waiting, facts.groups_at_rate, facts.groups_at_room = groups[:3]
+        facts.groups_held = [{"group": name, "waiting": size} for name, size in groups.biggest]
     if workload.once:
         facts.once = True
         facts.pending = rows.count_pending(cap)
@@ -179,9 +186,11 @@ def gather(
 
 def limited_by(workers: list[WorkerBeat]) -> str:
     """ "backoff" when a live worker is backing off a failing provider, else "rate" or
-    "in_flight" when a live worker's takes were held back by the limits lately."""
+    "in_flight" when a live worker's takes were held back by the limits lately, else "group X"
+    when a group's own limits did (a grouped workload)."""
     held = {w.limited for w in workers}
-    return next((why for why in ("backoff", "rate", "in_flight") if why in held), "")
+    found = next((why for why in ("backoff", "rate", "in_flight") if why in held), "")
+    return found or min((why for why in held if why.startswith("group ")), default="")
 
 
 class Sampler:
@@ -375,7 +384,29 @@ def waiting_reason(facts: StatusFacts) -> str:
         return f"rate-limited: {queued} for tokens (rate_limit {facts.rate_limit:g}/s{needs})"
     if facts.limited_by == "in_flight":
         return f"limited: {queued} while max_in_flight ({facts.max_in_flight}) checks run"
+    if facts.limited_by.startswith("group "):
+        return f"limited by {facts.limited_by}: {queued}, {held_groups(facts)}"
     return f"{queued} for a worker: workers are behind"
+
+
+def held_groups(facts: StatusFacts) -> str:
+    """ "150 of 201 groups held back by their own limits (group_rate_limit 5/s); e.g. big (19,210
+    waiting)"."""
+    limits = [
+        *([f"group_rate_limit {facts.group_rate_limit:g}/s"] if facts.group_rate_limit else []),
+        *([f"group_max_in_flight {facts.group_max_in_flight}"] if facts.group_max_in_flight else []),
+    ]
+    text = (
+        f"{facts.groups_at_rate + facts.groups_at_room:,} of {facts.groups_waiting:,} groups held back by "
+        f"their own limits ({', '.join(limits) or 'none set'})"
+    )
+    if facts.groups_held:
+        text += "; e.g. " + ", ".join(f"{g['group']} ({g['waiting']:,} waiting)" for g in facts.groups_held)
+    return text
+
+
+def groups_line(facts: StatusFacts) -> str:
+    return f"  groups            by {facts.group_column}: {held_groups(facts)}"
 
 
 def priority_line(facts: StatusFacts) -> str:
@@ -394,8 +425,9 @@ def limits_line(facts: StatusFacts) -> str:
     if facts.max_in_flight:
         parts.append(f"max_in_flight {facts.max_in_flight}")
     if facts.limited_by:
-        parts.append({"rate": "rate-limited now", "in_flight": "at max_in_flight now"}.get(
-            facts.limited_by, "backing off a failing provider now"))  # fmt: skip
+        parts.append({"rate": "rate-limited now", "in_flight": "at max_in_flight now",
+                      "backoff": "backing off a failing provider now"}.get(
+            facts.limited_by, f"limited by {facts.limited_by} now"))  # fmt: skip
     return f"   ({', '.join(parts)})" if parts else ""
 
 
@@ -425,6 +457,7 @@ def render(facts: StatusFacts, workload: str | None = None) -> str:
         ),
         f"  queue depth       {n(facts.queue_depth)}   suspects {n(facts.suspects)}",
         *([priority_line(facts)] if facts.priority_column else []),
+        *([groups_line(facts)] if facts.group_column else []),
         f"  in flight         {n(facts.in_flight)}",
         f"  live workers      {facts.live_workers}   dispatchers {facts.live_dispatchers}"
         f" (leader {facts.leader or 'none'})",

@@ -264,6 +264,30 @@ def test_a_workload_with_priorities_shows_the_priority_rows_waiting(make_setting
     card.filter(has_text=re.compile(r"\([1-9][\d,]* priority\)")).wait_for(timeout=10_000)
 
 
+def test_a_grouped_workload_says_which_group_holds_its_rows_back(make_settings, procs, browser):
+    """One group's rows over its group_rate_limit wait in Redis: the headline says "limited by
+    group big" and the queue card how many groups are held back (docs/groups.md)."""
+    from tests.integration.test_groups import grouped, run_sql
+
+    dashboard = free_port()
+    settings = grouped(make_settings, {"group_rate_limit": 2.0}, dashboard_port=dashboard, interval=3600)
+    seed_rows(settings, 500, due_now=True)
+    run_sql(settings, f"UPDATE {settings.table} SET tenant = 'big'")
+    procs.start("dispatcher", settings)
+    procs.start("worker", settings)
+    page, url = open_dashboard(browser, dashboard)
+    page.locator("#queue-depth").filter(has_text=re.compile(r"\(1 groups, 1 held back\)")).wait_for(
+        timeout=20_000
+    )
+    wait_for(
+        lambda: json.loads(get(url + "api/status"))["facts"]["limited_by"] == "group big",
+        20,
+        "limited by big",
+    )
+    page.locator("#headline-detail").filter(has_text="limited by group big").wait_for(timeout=20_000)
+    assert "big (" in page.locator("#headline-detail").inner_text()
+
+
 def post_action(url: str, body: dict | bytes, **headers: str) -> tuple[int, dict]:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     request = urllib.request.Request(url + "api/action", method="POST", data=data, headers=headers)

@@ -22,3 +22,66 @@ local function chunked(command, key, items, prefix)
   return replies
 end
 
+
+-- Groups (group_column, docs/groups.md): the block of eight keys a script names from KEYS[first]
+-- on, in the order shared/redis/keys.py `Keys.group_keys` gives them:
+--   prefix   the group lists' common prefix: LIST prefix..hex holds a group's waiting entries,
+--            STRING prefix..hex..':rate' its rate limit's arrival time (us on the Redis clock)
+--   ring     LIST  groups with entries waiting that their limits let go, in turn (round robin)
+--   sleeping ZSET  groups held back by their rate -> ms when their next token is due
+--   full     SET   groups held back by group_max_in_flight: an ack giving room moves them back
+--   running  HASH  group -> checks running (only with group_max_in_flight)
+--   of       HASH  entry -> group, for every entry a take gave a worker from a group
+--   waiting  STRING entries waiting in all the group lists (the dispatcher's backpressure)
+--   wake     LIST  "~" tokens: idle workers of a grouped workload block on it, not the queue
+-- Invariant: a group's list is non-empty exactly while the group is in one of ring, sleeping,
+-- full; every script that fills an empty list puts the group in the ring.
+local function group_keys(first)
+  return {prefix = KEYS[first], ring = KEYS[first + 1], sleeping = KEYS[first + 2],
+          full = KEYS[first + 3], running = KEYS[first + 4], of = KEYS[first + 5],
+          waiting = KEYS[first + 6], wake = KEYS[first + 7]}
+end
+
+-- One idle worker is woken (at most one token waits: a woken worker that finds more work wakes
+-- the next itself, pop.lua).
+local function group_wake(g)
+  if redis.call('LLEN', g.wake) == 0 then redis.call('RPUSH', g.wake, '~') end
+end
+
+-- Entries leave a worker (acknowledged, given back, quarantined, released as orphans): each
+-- gives its group's room back (group_max_in_flight), and a group held back at that limit rejoins
+-- the ring. Entries a group did not give (none of a workload without groups) are skipped.
+local function group_release(g, entries)
+  if #entries == 0 or redis.call('EXISTS', g.of) == 0 then return end
+  for start = 1, #entries, CHUNK do
+    local part = {unpack(entries, start, math.min(start + CHUNK - 1, #entries))}
+    local names = redis.call('HMGET', g.of, unpack(part))
+    local gone = {}
+    for k, name in ipairs(names) do
+      if name then
+        gone[#gone + 1] = part[k]
+        if redis.call('HEXISTS', g.running, name) == 1
+            and redis.call('HINCRBY', g.running, name, -1) <= 0 then
+          redis.call('HDEL', g.running, name)
+        end
+        if redis.call('SREM', g.full, name) == 1 then
+          redis.call('RPUSH', g.ring, name)
+          group_wake(g)
+        end
+      end
+    end
+    if #gone > 0 then redis.call('HDEL', g.of, unpack(gone)) end
+  end
+end
+
+-- Entries go to the HEAD of their groups' lists, each pushed in turn (the last one pushed
+-- first in its list); a group whose list was empty joins the ring. Returns how many went.
+local function group_push_head(g, entries, names)
+  for i = 1, #entries do
+    if redis.call('LPUSH', g.prefix .. names[i], entries[i]) == 1 then
+      redis.call('RPUSH', g.ring, names[i])
+    end
+  end
+  if #entries > 0 then redis.call('INCRBY', g.waiting, #entries) end
+  return #entries
+end

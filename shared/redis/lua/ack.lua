@@ -14,6 +14,9 @@
 -- KEYS[12] priority    LIST  the priority rows' queue (dispatch.lua): while it holds entries,
 --          untouched entries go back to ITS head, the list taken first (an entry does not say
 --          which list it came from; a rest's entry given back then goes first once)
+-- KEYS[13..20] the group keys (_lib.lua group_keys): a grouped workload's entries give their
+--          group's room back (group_max_in_flight); untouched ones go back to the head of their
+--          group's list (they had their group's turn and token), not to the queue
 -- ARGV[1]  1 if these entries are everything the worker holds (a batch worker's ack), else 0
 -- ARGV[2]  number of finished entries F (written back, fenced out, malformed, or gone: the row was
 --          deleted since its dispatch)
@@ -116,13 +119,36 @@ local finished = release(FIRST, first_deferred - 1, true)
 release(first_deferred, first_back - 1, false)
 
 local returned = 0
-local back_to = KEYS[3]
-if first_back <= #ARGV and redis.call('LLEN', KEYS[12]) > 0 then back_to = KEYS[12] end
-for i = #ARGV, first_back, -1 do
+local g = group_keys(13)
+local back, leaving = {}, {}
+for i = FIRST, #ARGV do
   if held[i] then
-    redis.call('LPUSH', back_to, ARGV[i])
-    returned = returned + 1
+    leaving[#leaving + 1] = ARGV[i]
+    if i >= first_back then back[#back + 1] = ARGV[i] end
   end
+end
+local groups_of = {}
+if #back > 0 and redis.call('EXISTS', g.of) == 1 then
+  for _, reply in ipairs(chunked('HMGET', g.of, back)) do
+    for _, name in ipairs(reply) do groups_of[#groups_of + 1] = name end
+  end
+end
+group_release(g, leaving)
+local back_to = KEYS[3]
+if #back > 0 and redis.call('LLEN', KEYS[12]) > 0 then back_to = KEYS[12] end
+local to_groups, names = {}, {}
+for i = #back, 1, -1 do
+  if groups_of[i] then
+    to_groups[#to_groups + 1] = back[i]
+    names[#names + 1] = groups_of[i]
+  else
+    redis.call('LPUSH', back_to, back[i])
+  end
+  returned = returned + 1
+end
+if #to_groups > 0 then
+  group_push_head(g, to_groups, names)
+  group_wake(g)
 end
 
 local names = {'checked', 'failed', 'stale', 'malformed', 'deferred', 'gone'}

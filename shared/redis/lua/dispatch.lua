@@ -13,6 +13,7 @@
 -- KEYS[8]  dropped   SET     entries a take drops instead of starting (pop.lua): a head push
 --          supersedes an id's older entry, wherever it waits, rather than waiting behind it
 -- KEYS[9]  priority  LIST    the priority rows' entries (priority_column), taken first (pop.lua)
+-- KEYS[10..17] the group keys (_lib.lua group_keys), KEYS[18] workers SET (idle workers woken)
 -- ARGV[1]  the pushing dispatcher's id: nothing is pushed unless it holds the lease, so a
 --          deposed leader that wakes up late cannot push (dedup would also hold; a second line)
 -- ARGV[2]  "tail" (a page of due rows), "head" (rows the application asked for now: before
@@ -20,8 +21,12 @@
 --          or of KEYS[1] while both are empty: then nothing waits before them, and idle workers,
 --          blocked on KEYS[1] (a blocking move names one list), wake up for them); a head push
 --          goes to the head of KEYS[9] while that holds entries (it is taken first)
--- ARGV[3..] entries "id:due_ms", oldest due first
--- Returns  {pushed, queue_length_after (of KEYS[9] for "priority"), lost (1 if the epoch key
+-- ARGV[3..] entries "id:due_ms", oldest due first; a grouped workload's (group_column) are
+--          "id:due_ms:hexgroup" and go, as "id:due_ms", to their group's list (tail, or head for
+--          "head"), the group joining the ring if its list was empty; idle workers are woken
+--          through the wake list (one token per entry pushed, at most one per worker)
+-- Returns  {pushed, queue_length_after (of KEYS[9] for "priority"; for a grouped workload what
+--          waits in its groups and the queue), lost (1 if the epoch key
 --          was missing: Redis lost its data, so rows behind the dispatcher's cursor may have
 --          lost their entries)}, or {-1, queue_length, 0} if the caller does not hold the lease
 -- A tail push skips an id already in flight whatever its due time: its row will be written back
@@ -57,31 +62,50 @@ end
 local DROPPED_TTL_MS = 86400000  -- an old entry a worker already held is never taken: forgotten
 local MOVE_SCAN, MOVE_BUDGET = 10000, 100000
 local budget = head and MOVE_BUDGET or 0
-local pushed = 0
+local pushed, grouped = 0, 0
+local g = group_keys(10)
 for start = 3, #ARGV, CHUNK do
   local stop = math.min(start + CHUNK - 1, #ARGV)
-  local ids, dues = {}, {}
+  local ids, dues, entries, names = {}, {}, {}, {}
   for i = start, stop do
     local entry = ARGV[i]
     local colon = string.find(entry, ':', 1, true)
+    local second = string.find(entry, ':', colon + 1, true)
     ids[#ids + 1] = string.sub(entry, 1, colon - 1)
-    dues[#dues + 1] = string.sub(entry, colon + 1)
+    if second then  -- a grouped entry: its group is not part of what is queued
+      dues[#dues + 1] = string.sub(entry, colon + 1, second - 1)
+      entries[#entries + 1] = string.sub(entry, 1, second - 1)
+      names[#names + 1] = string.sub(entry, second + 1)
+    else
+      dues[#dues + 1] = string.sub(entry, colon + 1)
+      entries[#entries + 1] = entry
+    end
   end
   local held = redis.call('HMGET', KEYS[2], unpack(ids))
   local done = guarded and redis.call('HMGET', KEYS[6], unpack(ids)) or {}
-  local fresh, pairs_, seen, moved = {}, {}, {}, {}
+  local fresh, pairs_, seen, moved, fresh_names = {}, {}, {}, {}, {}
   for k = 1, #ids do
     local id = ids[k]
     local superseded = false
     if held[k] == dues[k] and budget > 0 and not seen[id] then
-      local entry = ARGV[start + k - 1]
+      local entry = entries[k]
       local scan = math.min(MOVE_SCAN, budget)
       budget = budget - scan
-      local from = redis.call('LPOS', KEYS[1], entry, 'RANK', -1, 'MAXLEN', scan) and KEYS[1]
-      if not from and into == KEYS[9] and redis.call('LPOS', KEYS[9], entry, 'RANK', -1, 'MAXLEN', scan) then
-        from = KEYS[9]
+      local from = nil
+      if names[k] then  -- within its group's list (where it waits behind its group's own)
+        local list = g.prefix .. names[k]
+        if redis.call('LPOS', list, entry, 'RANK', -1, 'MAXLEN', scan) then from = list end
+      else
+        from = redis.call('LPOS', KEYS[1], entry, 'RANK', -1, 'MAXLEN', scan) and KEYS[1]
+        if not from and into == KEYS[9] and redis.call('LPOS', KEYS[9], entry, 'RANK', -1, 'MAXLEN', scan) then
+          from = KEYS[9]
+        end
       end
-      if from then
+      if from and names[k] then
+        redis.call('LREM', from, -1, entry)
+        redis.call('LPUSH', from, entry)
+        seen[id] = true
+      elseif from then
         redis.call('LREM', from, -1, entry)
         moved[#moved + 1] = entry
         seen[id] = true
@@ -102,7 +126,8 @@ for start = 3, #ARGV, CHUNK do
     end
     if (superseded or not held[k]) and done[k] ~= dues[k] and not seen[id] then
       seen[id] = true
-      fresh[#fresh + 1] = ARGV[start + k - 1]
+      fresh[#fresh + 1] = entries[k]
+      fresh_names[#fresh_names + 1] = names[k]
       pairs_[#pairs_ + 1] = id
       pairs_[#pairs_ + 1] = dues[k]
     end
@@ -110,9 +135,28 @@ for start = 3, #ARGV, CHUNK do
   if #moved > 0 then redis.call('LPUSH', into, unpack(moved)) end
   if #fresh > 0 then
     redis.call('HSET', KEYS[2], unpack(pairs_))
-    redis.call(push, into, unpack(fresh))
+    if #fresh_names == 0 then
+      redis.call(push, into, unpack(fresh))
+    elseif head then
+      group_push_head(g, fresh, fresh_names)
+    else
+      for i, entry in ipairs(fresh) do
+        if redis.call('RPUSH', g.prefix .. fresh_names[i], entry) == 1 then
+          redis.call('RPUSH', g.ring, fresh_names[i])
+        end
+      end
+      redis.call('INCRBY', g.waiting, #fresh)
+    end
     pushed = pushed + #fresh
+    grouped = grouped + #fresh_names
   end
 end
 if pushed > 0 then redis.call('HINCRBY', KEYS[3], 'dispatched', pushed) end
+if grouped > 0 then
+  local tokens = math.min(grouped, math.max(redis.call('SCARD', KEYS[18]), 1)) - redis.call('LLEN', g.wake)
+  for _ = 1, tokens do redis.call('RPUSH', g.wake, '~') end
+end
+if redis.call('EXISTS', g.waiting) == 1 then  -- a grouped workload: what waits in its groups
+  return {pushed, tonumber(redis.call('GET', g.waiting)) + redis.call('LLEN', KEYS[1]), lost}
+end
 return {pushed, redis.call('LLEN', ARGV[2] == 'priority' and KEYS[9] or KEYS[1]), lost}

@@ -6,7 +6,9 @@
 -- KEYS[5]  stats       HASH  counter "orphans"
 -- KEYS[6]  workers     SET   registered workers; must equal the worker ids in ARGV
 -- KEYS[7]  priority    LIST  the priority rows' queue (dispatch.lua)
--- KEYS[8..]            processing SET and landing LIST of each of those workers, in pairs
+-- KEYS[8..15] the group keys (_lib.lua group_keys): entries waiting in a group's list are held;
+--          a released id's entry gives its group's room back
+-- KEYS[16..]           processing SET and landing LIST of each of those workers, in pairs
 -- ARGV[1]  N, the number of candidates that follow as id, due_ms pairs (in flight for a due
 --          time older than the caller's cutoff, found by HSCAN)
 -- ARGV[2 .. 1+2N]  the candidates; ARGV[2+2N ..] the worker ids the caller read from KEYS[6]
@@ -34,17 +36,24 @@ mark(redis.call('LRANGE', KEYS[2], 0, -1))
 mark(redis.call('LRANGE', KEYS[3], 0, -1))
 mark(redis.call('LRANGE', KEYS[7], 0, -1))
 for _, id in ipairs(redis.call('HKEYS', KEYS[4])) do present[id] = true end
-for k = 8, #KEYS, 2 do
+local g = group_keys(8)
+local names = redis.call('LRANGE', g.ring, 0, -1)
+for _, name in ipairs(redis.call('ZRANGE', g.sleeping, 0, -1)) do names[#names + 1] = name end
+for _, name in ipairs(redis.call('SMEMBERS', g.full)) do names[#names + 1] = name end
+for _, name in ipairs(names) do mark(redis.call('LRANGE', g.prefix .. name, 0, -1)) end
+for k = 16, #KEYS, 2 do
   mark(redis.call('SMEMBERS', KEYS[k]))
   mark(redis.call('LRANGE', KEYS[k + 1], 0, -1))
 end
-local released = {}
+local released, entries = {}, {}
 for i = 2, 1 + 2 * n, 2 do
   local id, due = ARGV[i], ARGV[i + 1]
   if not present[id] and redis.call('HGET', KEYS[1], id) == due then
     redis.call('HDEL', KEYS[1], id)
     released[#released + 1] = id
+    entries[#entries + 1] = id .. ':' .. due
   end
 end
+group_release(g, entries)
 if #released > 0 then redis.call('HINCRBY', KEYS[5], 'orphans', #released) end
 return released

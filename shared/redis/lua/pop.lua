@@ -15,6 +15,8 @@
 --                            for meanwhile is asked again, as ack.lua does
 -- KEYS[12] priority    LIST  the priority rows' entries (dispatch.lua), taken before KEYS[1]'s
 -- KEYS[13] turns       STRING  the rest's share of takes not handed out yet (a fraction of one)
+-- KEYS[14..21] the group keys (_lib.lua group_keys): a grouped workload's entries wait in its
+--          groups' lists, taken in turn (below)
 -- ARGV[1]  how many entries at most (0: only move what landed, e.g. at shutdown)
 -- ARGV[2]  1: take no reclaimed group (the caller is filling a batch it has begun elsewhere,
 --          another partition of the workload: a group must stay alone in its batch)
@@ -27,9 +29,21 @@
 --          KEYS[1] all the same (carried over between takes, so a take of one entry also gives
 --          the rest its turn), the others from KEYS[12]; '' if the workload has no priority
 --          column (0: what the priority list holds goes first)
+-- ARGV[9]  '1' for a grouped workload (group_column), else ''
+-- ARGV[10] group_rate_limit (0: none), ARGV[11] a group's burst, ARGV[12] group_max_in_flight
 -- Returns  {suspect (1 if this is a reclaimed group), {entries...}, groups still waiting,
 --          wait: 0 if the limits did not stop this take, else milliseconds until tokens are
---          due (the rate limit), or -1 (max_in_flight: wait until checks end)}
+--          due (the rate limit or a group's), or -1 (max_in_flight or a group's: wait until
+--          checks end), the hex name of a group its own limits held back when nothing was taken
+--          for that reason, else ''}
+--
+-- Groups: what the workload's limits allow comes from the groups in the ring in turn, each
+-- giving at most its fair share of the take (the take over the groups in the ring, at least 1),
+-- its tokens (group_rate_limit, a cell rate as above, per group) and its room
+-- (group_max_in_flight). A group its limits hold back leaves the ring: for the sleeping set
+-- until its next token is due (woken by the first take after that, at most one take's worth
+-- each), or for the full set until an ack gives room. A visit costs O(1) whatever the number of
+-- groups, and a take visits at most 2 x its size + 8 groups: O(batch).
 --
 -- The rate limit is a generic cell rate algorithm on the Redis clock (one clock for every
 -- host): each entry taken moves the arrival time 1/rate on; a take may run up to `burst`
@@ -89,6 +103,7 @@ if (rate > 0 or most > 0) and limit > 0 then
   end
 end
 local allowed = math.max(cap - #taken, 0)
+local most_taken = #taken + allowed  -- what landed, and what the lists may still give
 
 local suspect = 0
 if #taken == 0 and allowed > 0 and ARGV[2] ~= '1' then
@@ -123,13 +138,16 @@ else
   pop_into(KEYS[12], from_first)
   pop_into(KEYS[1], math.min(rest, allowed - from_first))
 end
-if #taken > 0 and redis.call('EXISTS', KEYS[8]) == 1 then
+-- Entries to start of `entries`: a dropped one leaves the set of dropped entries and releases
+-- its id if it still holds it.
+local function live(entries)
+  if #entries == 0 or redis.call('EXISTS', KEYS[8]) == 0 then return entries end
   local kept = {}
-  for start = 1, #taken, CHUNK do
-    local stop = math.min(start + CHUNK - 1, #taken)
-    local flags = redis.call('SMISMEMBER', KEYS[8], unpack(taken, start, stop))
+  for start = 1, #entries, CHUNK do
+    local stop = math.min(start + CHUNK - 1, #entries)
+    local flags = redis.call('SMISMEMBER', KEYS[8], unpack(entries, start, stop))
     for i = start, stop do
-      local entry = taken[i]
+      local entry = entries[i]
       if flags[i - start + 1] == 1 then
         redis.call('SREM', KEYS[8], entry)
         local id = id_of(entry)
@@ -142,8 +160,91 @@ if #taken > 0 and redis.call('EXISTS', KEYS[8]) == 1 then
       end
     end
   end
-  taken = kept
-  if #taken == 0 then suspect = 0 end
+  return kept
+end
+taken = live(taken)
+if #taken == 0 then suspect = 0 end
+
+-- A grouped workload: the rest of the take from its groups, in turn (see the header).
+local held_back = ''
+if ARGV[9] == '1' and suspect == 0 and most_taken > #taken then
+  local g = group_keys(14)
+  local grate, gburst, gmost = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
+  local clock = redis.call('TIME')
+  local gnow = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+  local gahead = grate > 0 and gburst * 1000000 / grate or 0
+  local want = most_taken - #taken
+  local woken = redis.call('ZRANGEBYSCORE', g.sleeping, '-inf', math.floor(gnow / 1000), 'LIMIT', 0, want + 8)
+  if #woken > 0 then
+    chunked('ZREM', g.sleeping, woken)
+    chunked('RPUSH', g.ring, woken)
+  end
+  local ring = redis.call('LLEN', g.ring)
+  local quantum = math.max(1, math.floor(want / math.max(ring, 1)))
+  local visits, pairs_ = 0, {}
+  while #taken < most_taken and visits < math.min(2 * ring, 2 * want + 8) do
+    local name = redis.call('LPOP', g.ring)
+    if not name then break end
+    visits = visits + 1
+    local list = g.prefix .. name
+    local room, arrival, run = math.min(quantum, most_taken - #taken), 0, 0
+    if grate > 0 then
+      arrival = math.max(tonumber(redis.call('GET', list .. ':rate') or 0), gnow)
+      room = math.min(room, math.floor((gnow + gahead - arrival) * grate / 1000000))
+    end
+    if gmost > 0 then
+      run = tonumber(redis.call('HGET', g.running, name) or 0)
+      room = math.min(room, gmost - run)
+    end
+    if room > 0 then
+      local popped = redis.call('LPOP', list, room)
+      if popped then
+        redis.call('DECRBY', g.waiting, #popped)
+        local fresh = live(popped)
+        for _, entry in ipairs(fresh) do
+          taken[#taken + 1] = entry
+          pairs_[#pairs_ + 1] = entry
+          pairs_[#pairs_ + 1] = name
+        end
+        if #fresh > 0 and grate > 0 then
+          arrival = arrival + #fresh * 1000000 / grate
+          redis.call('SET', list .. ':rate', string.format('%.0f', arrival), 'PX',
+            math.ceil((arrival - gnow + gahead) / 1000) + 1000)
+        end
+        if #fresh > 0 and gmost > 0 then
+          run = run + #fresh
+          redis.call('HSET', g.running, name, run)
+        end
+      end
+    end
+    if redis.call('LLEN', list) > 0 then  -- where the group waits now
+      if gmost > 0 and run >= gmost then
+        redis.call('SADD', g.full, name)
+        held_back = name
+      elseif grate > 0 and (gnow + gahead - arrival) * grate < 1000000 then
+        redis.call('ZADD', g.sleeping, math.ceil((arrival - gahead + 1000000 / grate) / 1000), name)
+        held_back = name
+      else
+        redis.call('RPUSH', g.ring, name)
+      end
+    end
+  end
+  if #pairs_ > 0 then chunked('HSET', g.of, pairs_) end
+  if #taken > 0 then
+    held_back = ''
+    if redis.call('LLEN', g.ring) > 0 then group_wake(g) end  -- more to take: an idle worker may
+  elseif wait == 0 and redis.call('LLEN', g.ring) > 0 then
+    wait = 1  -- the visits ran out on groups held back: the next take goes on round the ring
+  elseif wait == 0 then
+    local first = redis.call('ZRANGE', g.sleeping, 0, 0, 'WITHSCORES')
+    if #first > 0 then
+      wait = math.max(tonumber(first[2]) - math.floor(gnow / 1000), 1)
+      held_back = first[1]
+    elseif redis.call('SCARD', g.full) > 0 then
+      wait = -1
+      if held_back == '' then held_back = redis.call('SRANDMEMBER', g.full) end
+    end
+  end
 end
 if #taken > 0 then chunked('SADD', KEYS[3], taken) end
 if rate > 0 and #taken > 0 then
@@ -157,4 +258,4 @@ if most > 0 then
     redis.call('HDEL', KEYS[6], worker)
   end
 end
-return {suspect, taken, redis.call('LLEN', KEYS[2]), wait}
+return {suspect, taken, redis.call('LLEN', KEYS[2]), wait, held_back}

@@ -9,6 +9,9 @@
 -- KEYS[8]  stats       HASH    counters "reclaimed", "poisoned"
 -- KEYS[9]  running     HASH    worker -> checks it may be running (max_in_flight, pop.lua): the
 --          dead worker's checks ended with it
+-- KEYS[10..17] the group keys (_lib.lua group_keys): an entry set aside for quarantine gives its
+--          group's room back; reclaimed ones keep it (still in transit: their next holder's ack
+--          gives it back)
 -- ARGV[1]  worker id
 -- ARGV[2]  deaths after which an id that died alone twice is quarantined
 -- ARGV[3]  how many groups to split a dead worker's entries into
@@ -31,7 +34,7 @@ table.sort(held)
 local limit = tonumber(ARGV[2])
 local alone_weight = tonumber(ARGV[4])
 local poisoned = 0
-local kept = {}
+local kept, parked = {}, {}
 for _, entry in ipairs(held) do
   local id = id_of(entry)
   if id then
@@ -39,6 +42,7 @@ for _, entry in ipairs(held) do
     if #held == 1 and times % alone_weight >= limit and math.floor(times / alone_weight) >= 2 then
       redis.call('HSET', KEYS[7], id, entry)
       poisoned = poisoned + 1
+      parked[#parked + 1] = entry
     else
       kept[#kept + 1] = entry
     end
@@ -50,6 +54,7 @@ for g = 1, groups do
   for i = g, #kept, groups do group[#group + 1] = kept[i] end
   redis.call('RPUSH', KEYS[4], table.concat(group, ' '))
 end
+group_release(group_keys(10), parked)
 redis.call('DEL', KEYS[2], KEYS[3])
 redis.call('SREM', KEYS[6], ARGV[1])
 redis.call('HDEL', KEYS[9], ARGV[1])

@@ -1,0 +1,94 @@
+"""`recheck bench --mode groups`: what one take costs as the number of groups grows.
+
+For each group count in turn, Redis is emptied and --rows entries are pushed through the real
+dispatch script, spread evenly over the groups (a grouped workload with group_rate_limit and
+group_max_in_flight set high enough never to bind, so every limit's code path runs), then one
+worker takes --batch entries and acknowledges them, --polls times, through the real scripts.
+Per take: wall time (p50, p99) and redis-server's CPU (psutil, when the server runs on this
+machine). Flat figures from 10 to 100,000 groups mean a take costs O(batch) whatever the number
+of groups (docs/groups.md).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from bench.procs import cpu_seconds, pids_named
+from recheck.dispatcher.lease import Lease
+from recheck.shared.config import Workload
+from recheck.shared.redis.connection import connect_redis
+from recheck.shared.redis.store import Counts, open_store
+
+OWNER = "bench-groups"
+PUSH_CHUNK = 10_000
+
+
+@dataclass
+class TakeCost:
+    groups: int
+    takes: int
+    ids_per_take: float
+    wall_ms_p50: float
+    wall_ms_p99: float
+    redis_cpu_ms: float  # per take and its acknowledgement; -1 if the server is not on this machine
+
+
+def measure(settings: Workload, groups: int, rows: int, takes: int, batch: int) -> TakeCost:
+    store = open_store(connect_redis(settings.deployment), settings)
+    store.clear()
+    assert Lease(store, OWNER, ttl_seconds=3600).hold(), "the bench's lease"
+    entries = [f"{i}:1000:{(i % groups):x}".encode() for i in range(1, rows + 1)]
+    for start in range(0, rows, PUSH_CHUNK):
+        store.push(OWNER, entries[start : start + PUSH_CHUNK])
+    redis_pids = pids_named("redis-server")
+    before = sum(cpu_seconds(pid) or 0.0 for pid in redis_pids)
+    walls, taken = [], 0
+    for _ in range(takes):
+        started = time.perf_counter()
+        got = store.take("bench-worker", batch).entries
+        walls.append(time.perf_counter() - started)
+        store.acknowledge("bench-worker", got, [], Counts(checked=len(got)), whole=True)
+        taken += len(got)
+    after = sum(cpu_seconds(pid) or 0.0 for pid in redis_pids)
+    store.clear()
+    walls.sort()
+    return TakeCost(
+        groups=groups,
+        takes=takes,
+        ids_per_take=taken / takes,
+        wall_ms_p50=statistics.median(walls) * 1000,
+        wall_ms_p99=walls[min(len(walls) - 1, int(len(walls) * 0.99))] * 1000,
+        redis_cpu_ms=(after - before) * 1000 / takes if redis_pids else -1.0,
+    )
+
+
+def run_group_bench(
+    settings: Workload, counts: list[int], rows: int, takes: int, batch: int, out: Path, say=print
+) -> list[TakeCost]:
+    settings = settings.evolve(
+        key_prefix="bench", group_column="tenant", group_rate_limit=1_000_000.0, group_max_in_flight=1_000_000
+    )
+    if rows < takes * batch:
+        raise ValueError(
+            f"--rows {rows:,} is fewer than --polls x --batch ({takes * batch:,}): takes would run dry"
+        )
+    results = []
+    for groups in counts:
+        say(f"  {groups:,} groups: {rows:,} ids, {takes} takes of {batch:,}")
+        results.append(measure(settings, groups, rows, takes, batch))
+    say("")
+    say(f"{'groups':>9} {'ids/take':>9} {'wall p50':>9} {'wall p99':>9} {'redis CPU':>10}")
+    for r in results:
+        say(f"{r.groups:>9,} {r.ids_per_take:>9,.0f} {r.wall_ms_p50:>7.2f}ms {r.wall_ms_p99:>7.2f}ms "
+            f"{r.redis_cpu_ms:>8.2f}ms")  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"bench-groups-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(
+        json.dumps({"batch": batch, "rows": rows, "results": [asdict(r) for r in results]}, indent=2)
+    )
+    say(f"\nJSON: {path}")
+    return results

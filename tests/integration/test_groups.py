@@ -1,0 +1,257 @@
+"""Groups (issue 35, item 2): rows grouped by a group_column are served in turn, each group held
+to group_rate_limit and group_max_in_flight over every worker (docs/groups.md).
+
+The Redis side (the ring, a group's tokens and room, what leaves a worker giving room back) is
+tested on the scripts themselves, against a real Redis; the promise on real worker processes
+whose check stamps each call (the provider's view): one group with 20,000 due rows beside 200
+groups of 10, a per-group rate of 5/s: no group above 5/s plus one grant in any second, and the
+small groups checked within their interval + 2 s.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+from recheck.dispatcher.dispatcher import START
+from recheck.shared.mysql.db import Database
+from recheck.shared.mysql.schema import inspect_table
+from recheck.shared.redis.store import Counts, group_name
+from tests.support.helpers import TEST_LEADER, make_pusher, make_store, recheck, seed_rows, take_lease
+
+STAMPED = {"RECHECK_CHECK": "tests.support.checks:stamped"}
+
+
+def grouped(make_settings, limits: dict | None = None, **overrides):
+    """The test table with a `tenant` column and a workload grouped by it, with these group
+    limits."""
+    plain = make_settings(**overrides)
+    run_sql(plain, f"ALTER TABLE {plain.table} ADD COLUMN tenant VARCHAR(40) NULL")
+    return plain.evolve(group_column="tenant", **(limits or {}))
+
+
+def run_sql(settings, *statements: str) -> None:
+    db = Database(settings)
+    try:
+        for statement in statements:
+            db.execute(statement)
+    finally:
+        db.close()
+
+
+def entry(key: int, group: str) -> bytes:
+    """A grouped queue entry as the due page spells it: "id:due_ms:hex(group)"."""
+    return f"{key}:1000:{group.encode().hex().upper()}".encode()
+
+
+def settings_with(make_settings, **limits):
+    return grouped(make_settings, limits)
+
+
+# -- the scripts ----------------------------------------------------------------------------------
+def test_groups_are_taken_in_turn_whatever_their_backlog(make_settings):
+    settings = settings_with(make_settings)
+    store = make_store(settings)
+    take_lease(settings)
+    big = [entry(i, "big") for i in range(1, 1001)]  # pushed first: a FIFO would serve it alone
+    small = [entry(i, f"small{i % 10}") for i in range(2001, 2051)]  # 10 groups of 5
+    assert store.push(TEST_LEADER, big + small).pushed == 1050
+    assert store.queue_depth() == 1050
+    taken = store.take("w1", 22).entries
+    groups = Counter(b"big" if int(e.split(b":")[0]) <= 1000 else e.split(b":")[0][-1:] for e in taken)
+    # 11 groups in the ring: each gives its share (2) of a take of 22, the big one no more.
+    assert len(taken) == 22 and set(groups.values()) == {2}, groups
+    assert store.queue_depth() == 1050 - 22
+    # A take beyond what the small groups hold: they give all they have, the big one the rest.
+    taken = store.take("w2", 100).entries
+    assert sum(int(e.split(b":")[0]) > 2000 for e in taken) == 30, taken
+    assert len(taken) == 100
+
+
+def test_a_groups_rate_holds_over_workers_and_its_rows_wait_in_redis(make_settings):
+    settings = settings_with(make_settings, group_rate_limit=5.0)
+    store = make_store(settings)
+    take_lease(settings)
+    store.push(TEST_LEADER, [entry(i, "acme") for i in range(1, 101)] + [entry(500, "other")])
+    first = store.take("w1", 50)
+    # One grant per group (burst 1 at 5/s): one acme row and the other group's row.
+    assert sorted(int(e.split(b":")[0]) for e in first.entries) == [1, 500]
+    held = store.take("w2", 50)  # another worker, at once: acme is asleep until its next token
+    assert held.entries == [] and 0 < held.limited <= 0.21 and held.group == "acme", held
+    assert store.client.zscore(store.keys.groups_sleeping, b"acme".hex().upper()) is not None
+    started = time.monotonic()
+    got = 1
+    while time.monotonic() - started < 2.0:
+        taken = store.take("w3" if got % 2 else "w4", 50)
+        got += len(taken.entries)
+        time.sleep(max(taken.limited, 0.005))
+    # 2 s at 5/s plus the first grant's token: 11, give or take the edges.
+    assert 10 <= got <= 12, got
+    assert store.queue_depth() == 100 - got
+
+
+def test_a_groups_in_flight_limit_counts_until_the_ack_and_an_ack_gives_room_back(make_settings):
+    settings = settings_with(make_settings, group_max_in_flight=2)
+    store = make_store(settings)
+    take_lease(settings)
+    store.push(TEST_LEADER, [entry(i, "acme") for i in range(1, 11)])
+    one = store.take("w1", 1).entries
+    two = store.take("w2", 10).entries
+    assert (len(one), len(two)) == (1, 1)
+    nothing = store.take("w3", 10)
+    assert nothing.entries == [] and nothing.limited < 0 and nothing.group == "acme"
+    assert store.client.sismember(store.keys.groups_full, b"acme".hex().upper())
+    store.acknowledge("w1", one, [], Counts(checked=1), whole=True)
+    assert store.client.llen(store.keys.wake) == 1  # an idle worker is woken for the room
+    assert len(store.take("w3", 10).entries) == 1
+    # A late ack of entries no longer held (reclaimed meanwhile) gives nothing back twice.
+    store.acknowledge("w1", one, [], Counts(checked=1), whole=True)
+    assert store.take("w4", 10).entries == []
+    # Given back unchecked (a shutdown): to the head of its group, room given back.
+    store.acknowledge("w2", [], two, Counts(), whole=True)
+    again = store.take("w4", 10).entries
+    assert again == two
+    assert int(store.client.hget(store.keys.groups_running, b"acme".hex().upper())) == 2
+
+
+def test_a_dead_workers_entries_keep_their_groups_room_until_their_next_holder_acks(make_settings):
+    settings = settings_with(make_settings, group_max_in_flight=1)
+    store = make_store(settings)
+    take_lease(settings)
+    store.push(TEST_LEADER, [entry(i, "acme") for i in range(1, 4)])
+    held = store.take("dead", 5).entries
+    assert len(held) == 1
+    store.client.sadd(store.keys.workers, "dead")
+    assert store.reclaim(0, "dead", max_reclaims=3, groups=1) == (1, 0)
+    # Reclaimed: taken again (alone, as any reclaimed batch) by the next worker, still counted.
+    retaken = store.take("w2", 5)
+    assert retaken.suspect and retaken.entries == held
+    assert store.take("w3", 5).entries == []
+    store.acknowledge("w2", held, [], Counts(checked=1), whole=True)
+    assert len(store.take("w3", 5).entries) == 1
+
+
+def test_a_hundred_thousand_groups_cost_a_take_o_batch(make_settings):
+    """Not a timing: a take of 500 from 100,000 groups runs O(500) commands in its script, the
+    same count as from 10 groups (Redis counts every command a script runs)."""
+    settings = settings_with(make_settings, group_rate_limit=1000.0)
+    store = make_store(settings)
+    take_lease(settings)
+
+    def commands_of_one_take(groups: int) -> int:
+        store.client.flushall()
+        take_lease(settings)
+        rows = [entry(i, f"g{i % groups}") for i in range(100_000)]
+        for start in range(0, len(rows), 10_000):
+            store.push(TEST_LEADER, rows[start : start + 10_000])
+        store.client.config_resetstat()
+        assert len(store.take("w1", 500).entries) == 500
+        stats = store.client.info("commandstats")
+        return sum(v["calls"] for k, v in stats.items() if k not in ("cmdstat_evalsha", "cmdstat_info"))
+
+    few, many = commands_of_one_take(10), commands_of_one_take(100_000)
+    assert many <= 8 * 500 + 100, (few, many)
+
+
+# -- the dispatcher and the table -----------------------------------------------------------------
+def test_the_due_page_carries_each_rows_group_and_init_db_refuses_a_bad_column(make_settings):
+    settings = grouped(make_settings)
+    seed_rows(settings, 4, due_now=True)
+    run_sql(
+        settings, f"UPDATE {settings.table} SET tenant = IF(user_id = 1, NULL, IF(user_id = 2, '', 'äcme'))"
+    )
+    store = make_store(settings)
+    take_lease(settings)
+    pusher = make_pusher(settings)
+    page = pusher.push_page(START, 100)
+    assert (page.read, page.pushed) == (4, 4)
+    names = {group_name(name) for name in store.client.lrange(store.keys.group_ring, 0, -1)}
+    assert names == {"NULL", '""', "äcme"}
+    story = recheck("inspect", "4", settings=settings).stdout
+    assert "queued in group äcme at position 2 of its 2 (waiting for its turn)" in story, story
+    db = Database(settings)
+    try:
+        assert not inspect_table(settings, db).fatal
+        run_sql(settings, f"ALTER TABLE {settings.table} MODIFY COLUMN tenant TEXT NULL")
+        problems = inspect_table(settings, db).fatal
+    finally:
+        db.close()
+    assert any("group column 'tenant'" in p for p in problems), problems
+
+
+def test_groups_refuse_what_they_cannot_keep(make_settings):
+    settings = make_settings()
+    with pytest.raises(ValueError, match="group_column"):
+        settings.evolve(group_rate_limit=5.0)
+    with pytest.raises(ValueError, match="one partition"):
+        settings.evolve(group_column="tenant", partitions=2)
+    with pytest.raises(ValueError, match="priority_column"):
+        settings.evolve(group_column="tenant", priority_column="premium")
+
+
+# -- real workers ---------------------------------------------------------------------------------
+def calls_per_group(folder: Path, group_of) -> dict[str, list[float]]:
+    calls: dict[str, list[float]] = defaultdict(list)
+    for file in folder.glob("*.stamps"):
+        for line in file.read_text().splitlines():
+            at, key = line.split()
+            calls[group_of(int(key))].append(float(at))
+    return {group: sorted(times) for group, times in calls.items()}
+
+
+@pytest.mark.serial
+def test_one_big_group_neither_exceeds_its_rate_nor_delays_two_hundred_small_ones(
+    make_settings, procs, tmp_path
+):
+    """3 workers; one group with 20,000 due rows, 200 groups of 10; group_rate_limit 5/s."""
+    interval = 5.0
+    settings = grouped(make_settings, {"group_rate_limit": 5.0}, interval=interval)
+    seed_rows(settings, 22_000, due_now=True)
+    run_sql(
+        settings,
+        f"UPDATE {settings.table} "
+        "SET tenant = IF(user_id <= 20000, 'big', CONCAT('s', (user_id - 20001) DIV 10))",
+    )
+
+    def group_of(key: int) -> str:
+        return "big" if key <= 20_000 else f"s{(key - 20_001) // 10}"
+
+    env = {**STAMPED, "TEST_CHECK_RECORD": str(tmp_path)}
+    procs.start("dispatcher", settings)
+    for _ in range(3):
+        procs.start("worker", settings, env=env)
+    started = time.time()
+    time.sleep(14)
+    status = recheck("status", settings=settings).stdout
+    calls = calls_per_group(tmp_path, group_of)
+    assert len(calls) == 201, len(calls)
+    # The rate: in any window of one second, at most 5 + one grant (1 token at 5/s).
+    worst = max(
+        max(sum(1 for t in times[i:] if t < start + 1.0) for i, start in enumerate(times))
+        for times in calls.values()
+    )
+    assert worst <= 6, worst
+    # The small groups: each row checked within interval + 2 s of the start, and again after.
+    small_keys = range(20_001, 22_001)
+    by_row: dict[int, list[float]] = defaultdict(list)
+    for file in tmp_path.glob("*.stamps"):
+        for line in file.read_text().splitlines():
+            at, key = line.split()
+            if int(key) in small_keys:
+                by_row[int(key)].append(float(at))
+    assert len(by_row) == 2000, len(by_row)
+    latest = max(min(times) for times in by_row.values()) - started
+    assert latest <= interval + 2, latest
+    widest = max(b - a for times in by_row.values() for a, b in itertools.pairwise(sorted(times)))
+    assert widest <= interval + 2, widest  # and again each interval
+    big_rate = len(calls["big"]) / (time.time() - started)
+    assert big_rate <= 5.5, big_rate
+    counts = Counter(len(v) for k, v in calls.items() if k != "big")
+    print(f"groups: the latest first check of a small row {latest:.2f} s after the start, the widest "
+          f"gap between a small row's checks {widest:.2f} s; the big group {big_rate:.2f}/s, at most "
+          f"{worst} calls of one group in a second; calls per small group {dict(counts)}")  # fmt: skip
+    assert "limited by group big" in status, status
