@@ -181,26 +181,48 @@ if ARGV[9] == '1' and suspect == 0 and most_taken > #taken then
   end
   local ring = redis.call('LLEN', g.ring)
   local quantum = math.max(1, math.floor(want / math.max(ring, 1)))
-  local visits, pairs_ = 0, {}
-  while #taken < most_taken and visits < math.min(2 * ring, 2 * want + 8) do
-    local name = redis.call('LPOP', g.ring)
-    if not name then break end
-    visits = visits + 1
-    local list = g.prefix .. name
-    local room, arrival, run = math.min(quantum, most_taken - #taken), 0, 0
+  local visits_left = math.min(2 * ring, 2 * want + 8)
+  local any_dropped = redis.call('EXISTS', KEYS[8]) == 1
+  local pairs_, popped_all = {}, 0
+  -- Rounds: the next groups of the ring at once, their tokens and room read in one command each;
+  -- per group visited, one LPOP (and an LLEN when it gave all it was asked, a SET of its tokens);
+  -- where each goes afterwards is written once per round.
+  while #taken < most_taken and visits_left > 0 do
+    local names = redis.call('LPOP', g.ring, visits_left)
+    if not names then break end
+    local arrivals, runs = {}, {}
     if grate > 0 then
-      arrival = math.max(tonumber(redis.call('GET', list .. ':rate') or 0), gnow)
-      room = math.min(room, math.floor((gnow + gahead - arrival) * grate / 1000000))
+      for start = 1, #names, CHUNK do
+        local rate_keys = {}
+        for i = start, math.min(start + CHUNK - 1, #names) do rate_keys[#rate_keys + 1] = g.prefix .. names[i] .. ':rate' end
+        for _, value in ipairs(redis.call('MGET', unpack(rate_keys))) do arrivals[#arrivals + 1] = value end
+      end
     end
     if gmost > 0 then
-      run = tonumber(redis.call('HGET', g.running, name) or 0)
-      room = math.min(room, gmost - run)
+      for _, reply in ipairs(chunked('HMGET', g.running, names)) do
+        for _, value in ipairs(reply) do runs[#runs + 1] = value end
+      end
     end
-    if room > 0 then
-      local popped = redis.call('LPOP', list, room)
-      if popped then
-        redis.call('DECRBY', g.waiting, #popped)
-        local fresh = live(popped)
+    local again, full, sleeping, running_now, visited = {}, {}, {}, {}, 0
+    for i, name in ipairs(names) do
+      if #taken >= most_taken then break end
+      visited = i
+      local list = g.prefix .. name
+      local room, arrival, run = math.min(quantum, most_taken - #taken), 0, 0
+      if grate > 0 then
+        arrival = math.max(tonumber(arrivals[i]) or 0, gnow)
+        room = math.min(room, math.floor((gnow + gahead - arrival) * grate / 1000000))
+      end
+      if gmost > 0 then
+        run = tonumber(runs[i]) or 0
+        room = math.min(room, gmost - run)
+      end
+      local more = true  -- entries left in its list (not known to be empty)
+      if room > 0 then
+        local popped = redis.call('LPOP', list, room) or {}
+        popped_all = popped_all + #popped
+        more = #popped == room and redis.call('LLEN', list) > 0
+        local fresh = any_dropped and live(popped) or popped
         for _, entry in ipairs(fresh) do
           taken[#taken + 1] = entry
           pairs_[#pairs_ + 1] = entry
@@ -213,23 +235,34 @@ if ARGV[9] == '1' and suspect == 0 and most_taken > #taken then
         end
         if #fresh > 0 and gmost > 0 then
           run = run + #fresh
-          redis.call('HSET', g.running, name, run)
+          running_now[#running_now + 1] = name
+          running_now[#running_now + 1] = run
+        end
+      end
+      if more then  -- where the group waits now
+        if gmost > 0 and run >= gmost then
+          full[#full + 1] = name
+          held_back = name
+        elseif grate > 0 and (gnow + gahead - arrival) * grate < 1000000 then
+          sleeping[#sleeping + 1] = math.ceil((arrival - gahead + 1000000 / grate) / 1000)
+          sleeping[#sleeping + 1] = name
+          held_back = name
+        else
+          again[#again + 1] = name
         end
       end
     end
-    if redis.call('LLEN', list) > 0 then  -- where the group waits now
-      if gmost > 0 and run >= gmost then
-        redis.call('SADD', g.full, name)
-        held_back = name
-      elseif grate > 0 and (gnow + gahead - arrival) * grate < 1000000 then
-        redis.call('ZADD', g.sleeping, math.ceil((arrival - gahead + 1000000 / grate) / 1000), name)
-        held_back = name
-      else
-        redis.call('RPUSH', g.ring, name)
-      end
-    end
+    visits_left = visits_left - visited
+    local unvisited = {}  -- first next time, in their order
+    for i = #names, visited + 1, -1 do unvisited[#unvisited + 1] = names[i] end
+    if #unvisited > 0 then chunked('LPUSH', g.ring, unvisited) end
+    if #running_now > 0 then chunked('HSET', g.running, running_now, HASHTABLE) end
+    if #full > 0 then chunked('SADD', g.full, full) end
+    if #sleeping > 0 then chunked('ZADD', g.sleeping, sleeping) end
+    if #again > 0 then chunked('RPUSH', g.ring, again) end
   end
-  if #pairs_ > 0 then chunked('HSET', g.of, pairs_) end
+  if popped_all > 0 then redis.call('DECRBY', g.waiting, popped_all) end
+  if #pairs_ > 0 then chunked('HSET', g.of, pairs_, HASHTABLE) end
   if #taken > 0 then
     held_back = ''
     if redis.call('LLEN', g.ring) > 0 then group_wake(g) end  -- more to take: an idle worker may
