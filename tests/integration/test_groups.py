@@ -21,6 +21,7 @@ from recheck.dispatcher.dispatcher import START
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.schema import inspect_table
 from recheck.shared.redis.store import Counts, group_name
+from tests.integration.test_priorities import run_sql
 from tests.support.helpers import TEST_LEADER, make_pusher, make_store, recheck, seed_rows, take_lease
 from tests.support.servers import RedisCluster
 
@@ -35,27 +36,24 @@ def grouped(make_settings, limits: dict | None = None, **overrides):
     return plain.evolve(group_column="tenant", **(limits or {}))
 
 
-def run_sql(settings, *statements: str) -> None:
-    db = Database(settings)
-    try:
-        for statement in statements:
-            db.execute(statement)
-    finally:
-        db.close()
-
-
 def entry(key: int, group: str) -> bytes:
     """A grouped queue entry as the due page spells it: "id:due_ms:hex(group)"."""
     return f"{key}:1000:{group.encode().hex().upper()}".encode()
 
 
-def settings_with(make_settings, **limits):
-    return grouped(make_settings, limits)
+def acme_store(make_settings, rows: int, **limits):
+    """A grouped workload's store holding `rows` entries of group "acme" (ids 1..rows), with these
+    group limits."""
+    settings = grouped(make_settings, limits)
+    store = make_store(settings)
+    take_lease(settings)
+    store.push(TEST_LEADER, [entry(i, "acme") for i in range(1, rows + 1)])
+    return store
 
 
 # -- the scripts ----------------------------------------------------------------------------------
 def test_groups_are_taken_in_turn_whatever_their_backlog(make_settings):
-    settings = settings_with(make_settings)
+    settings = grouped(make_settings)
     store = make_store(settings)
     take_lease(settings)
     big = [entry(i, "big") for i in range(1, 1001)]  # pushed first: a FIFO would serve it alone
@@ -74,7 +72,7 @@ def test_groups_are_taken_in_turn_whatever_their_backlog(make_settings):
 
 
 def test_a_groups_rate_holds_over_workers_and_its_rows_wait_in_redis(make_settings):
-    settings = settings_with(make_settings, group_rate_limit=5.0)
+    settings = grouped(make_settings, {"group_rate_limit": 5.0})
     store = make_store(settings)
     take_lease(settings)
     store.push(TEST_LEADER, [entry(i, "acme") for i in range(1, 101)] + [entry(500, "other")])
@@ -96,10 +94,7 @@ def test_a_groups_rate_holds_over_workers_and_its_rows_wait_in_redis(make_settin
 
 
 def test_a_groups_in_flight_limit_counts_until_the_ack_and_an_ack_gives_room_back(make_settings):
-    settings = settings_with(make_settings, group_max_in_flight=2)
-    store = make_store(settings)
-    take_lease(settings)
-    store.push(TEST_LEADER, [entry(i, "acme") for i in range(1, 11)])
+    store = acme_store(make_settings, 10, group_max_in_flight=2)
     one = store.take("w1", 1).entries
     two = store.take("w2", 10).entries
     assert (len(one), len(two)) == (1, 1)
@@ -146,10 +141,7 @@ def test_on_a_redis_cluster_the_scripts_keep_each_groups_limits(make_settings, t
 
 
 def test_a_dead_workers_entries_keep_their_groups_room_until_their_next_holder_acks(make_settings):
-    settings = settings_with(make_settings, group_max_in_flight=1)
-    store = make_store(settings)
-    take_lease(settings)
-    store.push(TEST_LEADER, [entry(i, "acme") for i in range(1, 4)])
+    store = acme_store(make_settings, 3, group_max_in_flight=1)
     held = store.take("dead", 5).entries
     assert len(held) == 1
     store.client.sadd(store.keys.workers, "dead")
@@ -165,7 +157,7 @@ def test_a_dead_workers_entries_keep_their_groups_room_until_their_next_holder_a
 def test_a_hundred_thousand_groups_cost_a_take_o_batch(make_settings):
     """Not a timing: a take of 500 from 100,000 groups runs O(500) commands in its script, the
     same count as from 10 groups (Redis counts every command a script runs)."""
-    settings = settings_with(make_settings, group_rate_limit=1000.0)
+    settings = grouped(make_settings, {"group_rate_limit": 1000.0})
     store = make_store(settings)
     take_lease(settings)
 
