@@ -115,7 +115,8 @@ class Intake:
         return f"group {self.limiting_group}" if why == "group" else why
 
     def wait_for_work(self, timeout: float = IDLE_WAIT) -> bool:
-        """Block until the queue has an entry (delivered to our landing list); False on timeout."""
+        """Block until the queue has an entry (delivered to our landing list; a grouped workload's
+        workers wait for a wake token instead); False on timeout."""
         return self.store.wait_for_work(self.worker_id, timeout)
 
     def held_count(self) -> int:

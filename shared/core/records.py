@@ -121,7 +121,7 @@ class WorkerBeat(Record):
     # worker last succeeded there (answering is not the same as taking writes).
     mysql_up_for: float = 0.0
     mysql_wrote_ago: float = 0.0
-    limited: str = ""  # "rate", "in_flight" or "backoff" when its takes were held back lately
+    limited: str = ""  # "rate", "in_flight", "backoff" or "group NAME" when its takes were held back lately
     conflicts: int = 0  # deadlocks and lock wait timeouts retried (the benchmark's queue-table workers)
 
 

@@ -87,14 +87,17 @@ class Taken(NamedTuple):
 
 def group_name(hexed: bytes | str) -> str:
     """A group's value as the group lists spell it (hex of its bytes) made readable: the text
-    when it is UTF-8, else 0x and the hex; "NULL" for rows whose group column is NULL."""
+    when it is printable UTF-8, else quoted (the text "NULL", "" or control characters) or 0x and
+    the hex; NULL (unquoted) for rows whose group column is NULL."""
     text = hexed.decode() if isinstance(hexed, bytes) else hexed
     if text == NULL_GROUP:
         return "NULL"
     try:
-        name = bytes.fromhex(text).decode() or '""'
+        name = bytes.fromhex(text).decode()
     except (ValueError, UnicodeDecodeError):
         name = "0x" + text.lower()
+    if name in ("", NULL_GROUP) or not name.isprintable():  # told from NULL, no terminal escapes
+        name = json.dumps(name)
     return name if len(name) <= NAME_SHOWN else name[: NAME_SHOWN - 3] + "..."
 
 
@@ -307,7 +310,7 @@ class Store:
         wait_ms = int(wait_ms)
         limited = ROOM_WAIT if wait_ms < 0 else wait_ms / 1000
         return Taken(
-            bool(suspect), entries, int(waiting), limited, group_name(group) if limited and group else ""
+            bool(suspect), entries, int(waiting), limited, group_name(group[1:]) if limited and group else ""
         )
 
     def _start(self) -> int:

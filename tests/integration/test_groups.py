@@ -43,11 +43,12 @@ def entry(key: int, group: str) -> bytes:
 
 def acme_store(make_settings, rows: int, **limits):
     """A grouped workload's store holding `rows` entries of group "acme" (ids 1..rows), with these
-    group limits."""
+    group limits (its settings in `store.workload`)."""
     settings = grouped(make_settings, limits)
     store = make_store(settings)
     take_lease(settings)
     store.push(TEST_LEADER, [entry(i, "acme") for i in range(1, rows + 1)])
+    store.workload = settings  # type: ignore[attr-defined]
     return store
 
 
@@ -152,6 +153,35 @@ def test_a_dead_workers_entries_keep_their_groups_room_until_their_next_holder_a
     assert store.take("w3", 5).entries == []
     store.acknowledge("w2", held, [], Counts(checked=1), whole=True)
     assert len(store.take("w3", 5).entries) == 1
+
+
+def test_a_reclaimed_entry_dropped_before_its_retake_gives_its_groups_room_back(make_settings):
+    """Paused (or superseded by `now`) while it waited as a reclaimed batch: it never reaches an
+    ack, so the take that drops it gives the room back (the group stayed full for good)."""
+    store = acme_store(make_settings, 3, group_max_in_flight=1)
+    held = store.take("dead", 5).entries
+    store.client.sadd(store.keys.workers, "dead")
+    store.reclaim(0, "dead", max_reclaims=3, groups=1)
+    store.drop([held[0].split(b":")[0]])  # pause the row while its entry waits among the suspects
+    # The reclaimed batch is dropped, and its room given back: the same take goes on to acme's next.
+    assert store.take("w2", 5).entries == [b"2:1000"]
+    assert store.take("w3", 5).entries == []  # and that one holds acme's only room
+
+
+def test_a_paused_backlog_drains_in_one_take_not_one_entry_a_millisecond(make_settings):
+    store = acme_store(make_settings, 2000, group_rate_limit=5.0)
+    store.drop([str(i).encode() for i in range(1, 2000)])  # all but the last row paused, queued
+    taken = store.take("w1", 10)
+    assert taken.entries == [b"2000:1000"], taken
+    assert store.queue_depth() == 0
+
+
+def test_rows_waiting_in_groups_are_taken_after_the_group_column_is_removed(make_settings):
+    store = acme_store(make_settings, 5, group_max_in_flight=1)
+    assert len(store.take("w1", 5).entries) == 1
+    assert store.take("w2", 5).entries == []  # acme is full: in the full set
+    plain = make_store(store.workload.evolve(group_column="", group_max_in_flight=0))
+    assert len(plain.take("w2", 10).entries) == 4  # no group limits now: what waited goes
 
 
 def test_a_hundred_thousand_groups_cost_a_take_o_batch(make_settings):

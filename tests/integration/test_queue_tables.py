@@ -241,7 +241,8 @@ def test_on_a_small_table_a_write_back_waits_for_no_row_but_its_own(settings, sq
         quick = [
             name
             for name, (took, touched) in waited.items()
-            if took < 0.5 and touched == 3 * len(statements[name])
+            if took < 0.9 and touched == 3 * len(statements[name])  # a lock wait is 1 s (0.64 s seen
+            # without one, beside three other test processes)
         ]
         assert quick == list(statements), waited
     finally:  # the test database is dropped afterwards: nothing may hold it

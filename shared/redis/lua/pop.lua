@@ -34,8 +34,8 @@
 -- Returns  {suspect (1 if this is a reclaimed group), {entries...}, groups still waiting,
 --          wait: 0 if the limits did not stop this take, else milliseconds until tokens are
 --          due (the rate limit or a group's), or -1 (max_in_flight or a group's: wait until
---          checks end), the hex name of a group its own limits held back when nothing was taken
---          for that reason, else ''}
+--          checks end), '=' and the hex name of a group its own limits held back when nothing
+--          was taken for that reason, else ''}
 --
 -- Groups: what the workload's limits allow comes from the groups in the ring in turn, each
 -- giving at most its fair share of the take (the take over the groups in the ring, at least 1),
@@ -138,11 +138,14 @@ else
   pop_into(KEYS[12], from_first)
   pop_into(KEYS[1], math.min(rest, allowed - from_first))
 end
--- Entries to start of `entries`: a dropped one leaves the set of dropped entries and releases
--- its id if it still holds it.
+-- Entries to start of `entries`: a dropped one leaves the set of dropped entries, releases its
+-- id if it still holds it, and gives back its group's room if it held some (a reclaimed entry
+-- keeps its group's room until it is taken again: dropped then, it never reaches an ack).
+local DROPS_PER_TAKE = 10000
+
 local function live(entries)
   if #entries == 0 or redis.call('EXISTS', KEYS[8]) == 0 then return entries end
-  local kept = {}
+  local kept, gone = {}, {}
   for start = 1, #entries, CHUNK do
     local stop = math.min(start + CHUNK - 1, #entries)
     local flags = redis.call('SMISMEMBER', KEYS[8], unpack(entries, start, stop))
@@ -155,26 +158,35 @@ local function live(entries)
           redis.call('HDEL', KEYS[9], id)
           if redis.call('HDEL', KEYS[10], id) == 1 then redis.call('RPUSH', KEYS[11], id) end
         end
+        gone[#gone + 1] = entry
       else
         kept[#kept + 1] = entry
       end
     end
   end
+  group_release(group_keys(14), gone)
   return kept
 end
 taken = live(taken)
 if #taken == 0 then suspect = 0 end
 
 -- A grouped workload: the rest of the take from its groups, in turn (see the header).
-local held_back = ''
-if ARGV[9] == '1' and suspect == 0 and most_taken > #taken then
-  local g = group_keys(14)
+local held_back = false  -- the group whose own limits held the take back (a name may be '')
+local g = group_keys(14)
+local grouped = ARGV[9] == '1'
+-- The group lists are read whatever ARGV[9] says (as the priority list): entries left there by a
+-- configuration that had a group column are taken, without group limits, until none are left.
+if suspect == 0 and most_taken > #taken and (grouped or redis.call('EXISTS', g.ring, g.sleeping, g.full) > 0) then
   local grate, gburst, gmost = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
   local clock = redis.call('TIME')
   local gnow = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
   local gahead = grate > 0 and gburst * 1000000 / grate or 0
   local want = most_taken - #taken
-  local woken = redis.call('ZRANGEBYSCORE', g.sleeping, '-inf', math.floor(gnow / 1000), 'LIMIT', 0, want + 8)
+  local woken = redis.call('ZRANGEBYSCORE', g.sleeping, '-inf', grouped and math.floor(gnow / 1000) or '+inf',
+    'LIMIT', 0, want + 8)
+  if not grouped then  -- no limits now: groups held back by the old ones go back in turn
+    for _, name in ipairs(redis.call('SPOP', g.full, want + 8)) do woken[#woken + 1] = name end
+  end
   if #woken > 0 then
     chunked('ZREM', g.sleeping, woken)
     chunked('RPUSH', g.ring, woken)
@@ -183,6 +195,7 @@ if ARGV[9] == '1' and suspect == 0 and most_taken > #taken then
   local quantum = math.max(1, math.floor(want / math.max(ring, 1)))
   local visits_left = math.min(2 * ring, 2 * want + 8)
   local any_dropped = redis.call('EXISTS', KEYS[8]) == 1
+  local drops_left = DROPS_PER_TAKE
   local pairs_, popped_all = {}, 0
   -- Rounds: the next groups of the ring at once, their tokens and room read in one command each;
   -- per group visited, one LPOP (and an LLEN when it gave all it was asked, a SET of its tokens);
@@ -219,22 +232,29 @@ if ARGV[9] == '1' and suspect == 0 and most_taken > #taken then
       end
       local more = true  -- entries left in its list (not known to be empty)
       if room > 0 then
-        local popped = redis.call('LPOP', list, room) or {}
-        popped_all = popped_all + #popped
-        more = #popped == room and redis.call('LLEN', list) > 0
-        local fresh = any_dropped and live(popped) or popped
-        for _, entry in ipairs(fresh) do
-          taken[#taken + 1] = entry
-          pairs_[#pairs_ + 1] = entry
-          pairs_[#pairs_ + 1] = name
-        end
-        if #fresh > 0 and grate > 0 then
-          arrival = arrival + #fresh * 1000000 / grate
+        -- Dropped entries (paused, superseded) take no token and no room: the visit goes on past
+        -- them, up to DROPS_PER_TAKE of them per take, so a paused backlog drains in few takes.
+        local got, wanted, skipped = 0, room, 0
+        repeat
+          local popped = redis.call('LPOP', list, wanted) or {}
+          popped_all = popped_all + #popped
+          more = #popped == wanted and redis.call('LLEN', list) > 0
+          local fresh = any_dropped and live(popped) or popped
+          for _, entry in ipairs(fresh) do
+            taken[#taken + 1] = entry
+            pairs_[#pairs_ + 1] = entry
+            pairs_[#pairs_ + 1] = name
+          end
+          got, wanted, skipped = got + #fresh, wanted - #fresh, #popped - #fresh
+          drops_left = drops_left - skipped
+        until not more or skipped == 0 or wanted <= 0 or drops_left <= 0
+        if got > 0 and grate > 0 then
+          arrival = arrival + got * 1000000 / grate
           redis.call('SET', list .. ':rate', string.format('%.0f', arrival), 'PX',
             math.ceil((arrival - gnow + gahead) / 1000) + 1000)
         end
-        if #fresh > 0 and gmost > 0 then
-          run = run + #fresh
+        if got > 0 and gmost > 0 then
+          run = run + got
           running_now[#running_now + 1] = name
           running_now[#running_now + 1] = run
         end
@@ -264,7 +284,7 @@ if ARGV[9] == '1' and suspect == 0 and most_taken > #taken then
   if popped_all > 0 then redis.call('DECRBY', g.waiting, popped_all) end
   if #pairs_ > 0 then chunked('HSET', g.of, pairs_, HASHTABLE) end
   if #taken > 0 then
-    held_back = ''
+    held_back = false
     if redis.call('LLEN', g.ring) > 0 then group_wake(g) end  -- more to take: an idle worker may
   elseif wait == 0 and redis.call('LLEN', g.ring) > 0 then
     wait = 1  -- the visits ran out on groups held back: the next take goes on round the ring
@@ -275,7 +295,7 @@ if ARGV[9] == '1' and suspect == 0 and most_taken > #taken then
       held_back = first[1]
     elseif redis.call('SCARD', g.full) > 0 then
       wait = -1
-      if held_back == '' then held_back = redis.call('SRANDMEMBER', g.full) end
+      if not held_back then held_back = redis.call('SRANDMEMBER', g.full) end
     end
   end
 end
@@ -291,4 +311,4 @@ if most > 0 then
     redis.call('HDEL', KEYS[6], worker)
   end
 end
-return {suspect, taken, redis.call('LLEN', KEYS[2]), wait, held_back}
+return {suspect, taken, redis.call('LLEN', KEYS[2]), wait, held_back and '=' .. held_back or ''}
