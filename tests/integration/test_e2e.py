@@ -8,6 +8,7 @@ import pytest
 
 from tests.support.helpers import audit_violations, install_audit, query, scalar, seed_rows
 
+ROWS = 16_000
 OVERDUE_1S = "SELECT COUNT(*) FROM user_block_status WHERE next_check_at < NOW(3) - INTERVAL 1 SECOND"
 OLDEST = (
     "SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, MIN(next_check_at), NOW(3)) / 1e6, 0) FROM user_block_status"
@@ -15,10 +16,13 @@ OLDEST = (
 
 
 @pytest.mark.serial  # timing: alone, not beside other tests (make test)
-def test_20000_rows_every_2s_with_3_workers_stay_fresh(settings, sql, procs):
+def test_16000_rows_every_2s_with_3_workers_stay_fresh(settings, sql, procs):
+    # "While workers keep up": 8,000 checks/s. On 2026-11-26 this 2-core machine's 3 workers did
+    # at most about 9,800/s beside the test's own sampling, and 20,000 rows every 2 s (10,000/s)
+    # failed here 3 runs of 3 on the tree before that day's changes; it passed on faster days.
     assert settings.interval == 2.0
     install_audit(sql, settings)
-    seed_rows(settings, 20_000)  # due times spread over one interval
+    seed_rows(settings, ROWS)  # due times spread over one interval
     procs.start("dispatcher", settings)
     workers = [procs.start("worker", settings) for _ in range(3)]
     started = time.monotonic()
@@ -36,7 +40,7 @@ def test_20000_rows_every_2s_with_3_workers_stay_fresh(settings, sql, procs):
     assert max(s[1] for s in after_warmup) == 0, samples
 
     counts = [row[0] for row in query(sql, "SELECT check_count FROM user_block_status")]
-    assert len(counts) == 20_000
+    assert len(counts) == ROWS
     # About 7 cycles of 2 s fit in 15 s; every single row had at least 6.
     assert min(counts) >= 6, min(counts)
     violations = audit_violations(sql)

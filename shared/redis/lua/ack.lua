@@ -120,20 +120,23 @@ release(first_deferred, first_back - 1, false)
 
 local returned = 0
 local g = group_keys(13)
-local back, leaving = {}, {}
-for i = FIRST, #ARGV do
-  if held[i] then
-    leaving[#leaving + 1] = ARGV[i]
-    if i >= first_back then back[#back + 1] = ARGV[i] end
-  end
+local back = {}
+for i = first_back, #ARGV do
+  if held[i] then back[#back + 1] = ARGV[i] end
 end
 local groups_of = {}
-if #back > 0 and redis.call('EXISTS', g.of) == 1 then
-  for _, reply in ipairs(chunked('HMGET', g.of, back)) do
-    for _, name in ipairs(reply) do groups_of[#groups_of + 1] = name end
+if redis.call('EXISTS', g.of) == 1 then  -- entries taken from groups: no per-entry work otherwise
+  if #back > 0 then
+    for _, reply in ipairs(chunked('HMGET', g.of, back)) do
+      for _, name in ipairs(reply) do groups_of[#groups_of + 1] = name end
+    end
   end
+  local leaving = {}
+  for i = FIRST, #ARGV do
+    if held[i] then leaving[#leaving + 1] = ARGV[i] end
+  end
+  group_release(g, leaving)
 end
-group_release(g, leaving)
 local back_to = KEYS[3]
 if #back > 0 and redis.call('LLEN', KEYS[12]) > 0 then back_to = KEYS[12] end
 local to_groups, names = {}, {}
