@@ -23,7 +23,7 @@ from recheck.shared.mysql.schema import inspect_table
 from recheck.shared.redis.store import Counts, group_name
 from tests.integration.test_priorities import run_sql
 from tests.support.helpers import TEST_LEADER, make_pusher, make_store, recheck, seed_rows, take_lease
-from tests.support.servers import RedisCluster
+from tests.support.servers import RedisCluster, wait_for
 
 STAMPED = {"RECHECK_CHECK": "tests.support.checks:stamped"}
 
@@ -43,13 +43,12 @@ def entry(key: int, group: str) -> bytes:
 
 def acme_store(make_settings, rows: int, **limits):
     """A grouped workload's store holding `rows` entries of group "acme" (ids 1..rows), with these
-    group limits (its settings in `store.workload`)."""
+    group limits, and its settings."""
     settings = grouped(make_settings, limits)
     store = make_store(settings)
     take_lease(settings)
     store.push(TEST_LEADER, [entry(i, "acme") for i in range(1, rows + 1)])
-    store.workload = settings  # type: ignore[attr-defined]
-    return store
+    return store, settings
 
 
 # -- the scripts ----------------------------------------------------------------------------------
@@ -95,7 +94,7 @@ def test_a_groups_rate_holds_over_workers_and_its_rows_wait_in_redis(make_settin
 
 
 def test_a_groups_in_flight_limit_counts_until_the_ack_and_an_ack_gives_room_back(make_settings):
-    store = acme_store(make_settings, 10, group_max_in_flight=2)
+    store, _ = acme_store(make_settings, 10, group_max_in_flight=2)
     one = store.take("w1", 1).entries
     two = store.take("w2", 10).entries
     assert (len(one), len(two)) == (1, 1)
@@ -134,15 +133,15 @@ def test_on_a_redis_cluster_the_scripts_keep_each_groups_limits(make_settings, t
         held = store.take("w2", 10)
         assert held.entries == [] and held.group in ("acme", "other"), held
         store.acknowledge("w1", first, [], Counts(checked=2), whole=True)
-        time.sleep(0.25)  # acme's next token (5/s)
-        assert store.take("w2", 10).entries == [b"2:1000"]
+        # acme's next token is due 0.2 s after the first (5/s): it is taken then, and only it
+        assert wait_for(lambda: store.take("w2", 10).entries, 2, "acme's next token") == [b"2:1000"]
         assert store.queue_depth() == 2
     finally:
         cluster.kill()
 
 
 def test_a_dead_workers_entries_keep_their_groups_room_until_their_next_holder_acks(make_settings):
-    store = acme_store(make_settings, 3, group_max_in_flight=1)
+    store, _ = acme_store(make_settings, 3, group_max_in_flight=1)
     held = store.take("dead", 5).entries
     assert len(held) == 1
     store.client.sadd(store.keys.workers, "dead")
@@ -158,7 +157,7 @@ def test_a_dead_workers_entries_keep_their_groups_room_until_their_next_holder_a
 def test_a_reclaimed_entry_dropped_before_its_retake_gives_its_groups_room_back(make_settings):
     """Paused (or superseded by `now`) while it waited as a reclaimed batch: it never reaches an
     ack, so the take that drops it gives the room back (the group stayed full for good)."""
-    store = acme_store(make_settings, 3, group_max_in_flight=1)
+    store, _ = acme_store(make_settings, 3, group_max_in_flight=1)
     held = store.take("dead", 5).entries
     store.client.sadd(store.keys.workers, "dead")
     store.reclaim(0, "dead", max_reclaims=3, groups=1)
@@ -169,7 +168,7 @@ def test_a_reclaimed_entry_dropped_before_its_retake_gives_its_groups_room_back(
 
 
 def test_a_paused_backlog_drains_in_one_take_not_one_entry_a_millisecond(make_settings):
-    store = acme_store(make_settings, 2000, group_rate_limit=5.0)
+    store, _ = acme_store(make_settings, 2000, group_rate_limit=5.0)
     store.drop([str(i).encode() for i in range(1, 2000)])  # all but the last row paused, queued
     taken = store.take("w1", 10)
     assert taken.entries == [b"2000:1000"], taken
@@ -177,10 +176,10 @@ def test_a_paused_backlog_drains_in_one_take_not_one_entry_a_millisecond(make_se
 
 
 def test_rows_waiting_in_groups_are_taken_after_the_group_column_is_removed(make_settings):
-    store = acme_store(make_settings, 5, group_max_in_flight=1)
+    store, settings = acme_store(make_settings, 5, group_max_in_flight=1)
     assert len(store.take("w1", 5).entries) == 1
     assert store.take("w2", 5).entries == []  # acme is full: in the full set
-    plain = make_store(store.workload.evolve(group_column="", group_max_in_flight=0))
+    plain = make_store(settings.evolve(group_column="", group_max_in_flight=0))
     assert len(plain.take("w2", 10).entries) == 4  # no group limits now: what waited goes
 
 
