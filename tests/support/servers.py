@@ -9,7 +9,9 @@ could lose, not any behaviour the tests look at.
 
 from __future__ import annotations
 
+import itertools
 import os
+import random
 import shutil
 import signal
 import socket
@@ -33,8 +35,38 @@ def die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
 
 
+# Ports for this process's servers, from a block of its own below the kernel's ephemeral range
+# (32768-60999 on Linux). A port the kernel picked (bind to port 0) was seen to be picked again,
+# for another pytest-xdist worker's server or proxy, while a slow mariadbd had not bound it yet:
+# that server then answered on our port and ours waited out its minute. Below the ephemeral range
+# only free_port hands ports out, and each xdist worker (gw0, gw1, ...) has its own block of
+# 1,000; a random start within it keeps two test runs side by side apart too.
+_PORT_BLOCK = 1000
+_FIRST_PORT = 20000
+
+
+def _port_block() -> range:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    first = _FIRST_PORT + _PORT_BLOCK * (index % 12)  # 12 blocks fit below 32768
+    return range(first, first + _PORT_BLOCK)
+
+
+_next_port = itertools.count(random.randrange(_PORT_BLOCK))
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
+    """A port nobody listens on now, from this process's block (see above)."""
+    block = _port_block()
+    for _ in range(_PORT_BLOCK):
+        port = block[next(_next_port) % _PORT_BLOCK]
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:  # in use (another run's server, or a connection still closing)
+                continue
+            return port
+    with socket.socket() as sock:  # the whole block taken: let the kernel pick
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
@@ -139,13 +171,21 @@ class MariaDBServer:
             except Exception as error:  # not up yet
                 last = f"{type(error).__name__}: {error}"
             time.sleep(0.05)
-        raise TimeoutError(f"timed out after {timeout:g}s waiting for mariadbd on port {self.port} ({last})")
+        log = self.root / "error.log"
+        tail = log.read_text(errors="replace")[-1500:] if log.exists() else "(no error.log)"
+        raise TimeoutError(
+            f"timed out after {timeout:g}s waiting for mariadbd on port {self.port} ({last}); "
+            f"the end of {log}:\n{tail}"
+        )
 
     def _ready(self) -> bool:
-        """It answers, and it is this server (another session's may have taken the port first)."""
+        """It answers, and it is this server (another session's may have taken the port first).
+
+        connect_timeout also bounds the handshake: 5 s, not 1, so a server slow to answer on a
+        loaded 2-core machine (four sessions starting theirs at once) is not taken for a stranger."""
         with (
             pymysql.connect(
-                host="127.0.0.1", port=self.port, user="root", connect_timeout=1, ssl=self.ssl
+                host="127.0.0.1", port=self.port, user="root", connect_timeout=5, ssl=self.ssl
             ) as conn,
             conn.cursor() as cursor,
         ):
