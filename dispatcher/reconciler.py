@@ -19,6 +19,7 @@ from recheck.dispatcher.dispatcher import END, START, DuePusher
 from recheck.shared.config import Workload
 from recheck.shared.core.entries import Key, datetime_to_ms, entry_key
 from recheck.shared.core.keys import KeyKind
+from recheck.shared.core.partitions import reclaim_split
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.process.metrics import dispatcher_metrics
@@ -48,15 +49,30 @@ class Reclaimer(Job):
     def run_once(self) -> tuple[int, int]:
         """Returns (ids reclaimed, ids quarantined) in this run."""
         reclaimed = quarantined = 0
+        holdings: dict[str, list[int]] = {}  # a dead worker's, in each partition, read once a run
         for partition in range(self.store.count):  # each partition of the workload (one when unpartitioned)
-            reclaimed += self.reclaim_part(partition)
+            reclaimed += self.reclaim_part(partition, holdings)
             quarantined += self.quarantine_pending(partition)
         return reclaimed, quarantined
 
-    def reclaim_part(self, partition: int) -> int:
+    def split_ways(self, partition: int, worker: str, holdings: dict[str, list[int]]) -> int:
+        """Into how many batches this partition's share of a dead worker's entries comes back:
+        SPLIT_WAYS over all partitions together, not in each (reclaim_split)."""
+        if self.store.count == 1:
+            return SPLIT_WAYS
+        if worker not in holdings:
+            gone = self.store.heartbeat_gone(worker)
+            holdings[worker] = self.store.held_in_each(worker) if gone else []
+        shares = holdings[worker]
+        if not shares:  # alive: reclaim.lua will say so
+            return SPLIT_WAYS
+        return max(1, reclaim_split(shares[partition], sum(shares), SPLIT_WAYS))
+
+    def reclaim_part(self, partition: int, holdings: dict[str, list[int]]) -> int:
         reclaimed = 0
         for worker in self.store.worker_ids(partition):
-            result = self.store.reclaim(partition, worker, self.workload.max_reclaims, SPLIT_WAYS)
+            ways = self.split_ways(partition, worker, holdings)
+            result = self.store.reclaim(partition, worker, self.workload.max_reclaims, ways)
             if result:
                 held, poisoned = result
                 reclaimed += held

@@ -380,6 +380,20 @@ class Store:
     def held_count(self, worker: str) -> int:
         return sum(self._each(lambda client, k: client.scard(k.processing(worker))))
 
+    def held_in_each(self, worker: str) -> list[int]:
+        """What a worker holds in each partition: its processing set and landing list."""
+        pipe = self.client.pipeline(transaction=False)
+        for k in self.partitions:
+            pipe.scard(k.processing(worker))
+            pipe.llen(k.landing(worker))
+        counts = pipe.execute()
+        return [counts[i] + counts[i + 1] for i in range(0, len(counts), 2)]
+
+    def heartbeat_gone(self, worker: str) -> bool:
+        """The worker's heartbeat has expired (in the first partition: every partition's is set
+        together, and reclaim.lua checks its own partition's again)."""
+        return not self.client.exists(self.keys.heartbeat(worker))
+
     def acknowledge(
         self,
         worker: str,

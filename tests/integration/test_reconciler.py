@@ -59,6 +59,27 @@ def test_a_dead_workers_entries_come_back_as_eight_smaller_batches_first(make_wo
     assert all(rds.hget(keys.reclaims, e.split(b":")[0]) is None for e in first)  # completed: forgiven
 
 
+def test_a_dead_workers_entries_over_16_partitions_come_back_as_about_eight_batches(
+    make_worker, make_settings, rds
+):
+    """SPLIT_WAYS in all, not in each partition: a batch of 200 over 16 partitions came back as
+    about 128 batches of 1 or 2, each a take and a write of its own."""
+    settings = make_settings(partitions=16)
+    seed_rows(settings, 200, due_now=True)
+    dispatch_all(settings)
+    dead = make_worker(settings, checks.ok)
+    taken = dead.lane(settings.name).intake.take(200)
+    assert len(taken) == 200
+    every = Keys.every_partition(settings)
+    dead.close()
+    rds.delete(*(k.heartbeat(dead.id) for k in every))
+    assert job(Reclaimer, settings).run_once() == (200, 0)
+    groups = [group for k in every for group in rds.lrange(k.suspects, 0, -1)]
+    assert sorted(e for group in groups for e in group.split()) == sorted(taken)
+    holding = sum(1 for k in every if rds.llen(k.suspects))
+    assert len(groups) == holding <= 16, len(groups)  # one batch per partition holding some
+
+
 def test_an_id_that_keeps_killing_workers_is_quarantined_then_released(make_worker, make_settings, sql, rds):
     settings = make_settings(max_reclaims=3)  # same database as `sql`
     seed_rows(settings, 3, due_now=True)

@@ -8,7 +8,7 @@ import pytest
 from redis.crc import key_slot
 
 from recheck.shared.config import Workload
-from recheck.shared.core.partitions import partition_of, rotation, split_by_partition
+from recheck.shared.core.partitions import partition_of, reclaim_split, rotation, split_by_partition
 from recheck.shared.redis.keys import Keys
 
 
@@ -61,3 +61,13 @@ def test_partition_tags_cannot_collide_with_a_workload_name():
 def test_a_partitioned_workload_needs_a_partition_named():
     with pytest.raises(ValueError, match="16 partitions"):
         Keys.of(Workload(partitions=16))
+
+
+def test_a_dead_workers_entries_come_back_in_about_ways_batches_over_every_partition():
+    assert reclaim_split(500, 500, 8) == 8  # one partition: as before
+    assert reclaim_split(3, 3, 8) == 3  # never more batches than entries
+    assert reclaim_split(0, 500, 8) == 0
+    shares = [32] * 15 + [20]  # a batch of 500 over 16 partitions
+    assert sum(reclaim_split(share, 500, 8) for share in shares) == 16  # not 128
+    assert reclaim_split(250, 500, 8) == 4
+    assert reclaim_split(12, 12, 8) == 8  # a poison id's group, alone in its partition next time

@@ -14,7 +14,8 @@
 --          gives it back)
 -- ARGV[1]  worker id
 -- ARGV[2]  deaths after which an id that died alone twice is quarantined
--- ARGV[3]  how many groups to split a dead worker's entries into
+-- ARGV[3]  how many groups to split this partition's share of a dead worker's entries into (the
+--          reconciler gives each partition its proportion of 8, reclaim_split)
 -- ARGV[4]  what a death alone adds to the reclaims count on top of 1 (a power of two far above
 --          any death count: the count stays one integer, one HINCRBY, one HDEL)
 -- Returns  false if the worker is alive, else {reclaimed, poisoned}.
