@@ -127,11 +127,17 @@ class Worker(Service):
         pass 1 s overdue unreported (it would count as waiting for a worker)."""
         failures: set[str] = set()  # what went wrong in a beat already (logged once each)
         interval = self.deployment.heartbeat_interval
+        pause = min(EARLY_BEAT, interval)
         next_full = time.monotonic() + interval
-        while not self._heartbeat_stop.wait(min(EARLY_BEAT, interval)):
-            full = time.monotonic() >= next_full
+        spent = 0.0  # by the last round's beats: the next round starts `pause` after the last began
+        # A full beat is 2-3 round trips (heartbeat, write slot, maybe a give-back): at 0.4 s each
+        # (a slow network), waiting a whole `pause` after it spaced the heartbeat's SETs 1.05 s
+        # apart, past a 1 s heartbeat_ttl: a live worker taken for dead and its batch checked twice.
+        while not self._heartbeat_stop.wait(max(0.0, pause - spent)):
+            began = time.monotonic()
+            full = began >= next_full
             if full:
-                next_full = time.monotonic() + interval
+                next_full = began + interval
             for lane in self.lanes:
                 if not (full or lane.intake.took.is_set()):
                     continue
@@ -145,6 +151,7 @@ class Worker(Service):
                     if repr(error) not in failures:
                         failures.add(repr(error))
                         log.error("workload %s: a heartbeat failed", lane.name, exc_info=True)
+            spent = time.monotonic() - began
 
     def _beat_lane(self, lane: Lane) -> None:
         lane.beat()

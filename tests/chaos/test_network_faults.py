@@ -29,6 +29,21 @@ def held(cluster: Cluster, process) -> int:
     return cluster.held_by(process)
 
 
+def least_heartbeat_ttl(cluster: Cluster, seconds: float) -> int:
+    """The least time to live any registered worker's heartbeat key had (PTTL, in ms; -2 if one
+    was missing) over `seconds`, sampled every 10 ms straight from Redis."""
+    store = cluster.store()
+    beats = [store.presence_keys("worker", worker)[0] for worker in store.worker_ids()]
+    least, deadline = 10**9, time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        pipe = store.client.pipeline(transaction=False)
+        for key in beats:
+            pipe.pttl(key)
+        least = min(least, *pipe.execute())
+        time.sleep(0.01)  # sampling period
+    return least
+
+
 def give_back_bound(s) -> float:
     """A write-back that cannot land goes back after HEARTBEAT_TTL + one lock wait, seen by the
     next heartbeat, then another worker checks it (a batch of 200 at 1 ms a row)."""
@@ -162,10 +177,12 @@ def test_200ms_more_latency_on_every_connection(tmp_path, procs):
         for proxy in cluster.proxies:
             proxy.set_latency(0.2)
         cluster.note("+200 ms each way on every MySQL and Redis connection")
-        cluster.pause(10)  # ten heartbeat TTLs of slowness
+        # Ten heartbeat TTLs of slowness, every worker's heartbeat key watched from outside the
+        # proxies: how close it came to expiring (the reclaimer looks only every 0.25 s).
+        least_ms = least_heartbeat_ttl(cluster, seconds=10)
         for proxy in cluster.proxies:
             proxy.heal()
-        cluster.note("latency gone")
+        cluster.note(f"latency gone; the workers' heartbeat keys had {least_ms} ms left at the least")
         report = cluster.finish("200 ms latency on every connection for 10 s")
         # Leases are renewed from the scheduler's thread: from the dispatch loop, a page of several
         # round trips plus a beat outlasted the 3 s lease and the leader was deposed (CI, 10.0 s late).
@@ -173,6 +190,10 @@ def test_200ms_more_latency_on_every_connection(tmp_path, procs):
         for lost in ("deposed", "lost the lease", "giving up the lease"):
             assert lost not in leader_log, f"slowness was taken for death: {lost}"
         report.assert_invariants(bound_s=10 + 8 * 0.4, max_duplicates=0)
+        # Beats 0.25 s apart, each up to 3 round trips of 0.4 s: SETs at most 0.8 s apart, 0.2 s
+        # before a 1 s TTL runs out (they landed 1.05 s apart when each round waited its whole
+        # pause after the beats: keys gone between them, live workers reclaimed).
+        assert least_ms > 0, f"a live worker's heartbeat key expired ({least_ms})"
     finally:
         cluster.close()
 
