@@ -9,7 +9,7 @@
 -- {row_interval_us} is the workload's interval in microseconds, or the row's own interval
 -- column's, kept within min_interval and max_interval; {next_due_us} and {retry_due_us} are the
 -- next due times a write-back sets, jittered (sql.py renders them); {check_columns} the columns
--- a check asked for (`columns`).
+-- a check asked for (`columns`), {check_text} the same as one JSON array (rowtext.py).
 -- Data only ever travels as %(name)s parameters.
 --
 -- Portability: every statement runs unchanged on MySQL 8.0+ and MariaDB 10.6+. No RETURNING,
@@ -108,6 +108,16 @@ FOR UPDATE SKIP LOCKED
 -- The columns a check asked for (`columns`), for a whole take in ONE statement by primary key;
 -- a row deleted since its dispatch is simply not there.
 SELECT t.{id}, {check_columns}
+FROM JSON_TABLE(%(batch)s, '$[*]' COLUMNS ({key_column})) AS v
+STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY) ON t.{id} = {key_match}
+
+-- name: check_rows_text
+-- The same rows as check_rows as ONE string: a JSON array per row ({check_text}: the id column,
+-- then the check's columns, each spelled as rowtext.py decodes it back to what PyMySQL gives),
+-- comma-separated. One field to send and to decode instead of one per value (PyMySQL decodes
+-- those in Python). Cut short past the session's group_concat_max_len (64 MB): the worker then
+-- reads the take with check_rows.
+SELECT GROUP_CONCAT({check_text} SEPARATOR ',')
 FROM JSON_TABLE(%(batch)s, '$[*]' COLUMNS ({key_column})) AS v
 STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY) ON t.{id} = {key_match}
 

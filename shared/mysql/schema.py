@@ -14,6 +14,7 @@ from recheck.shared.config import ConfigError, Workload
 from recheck.shared.core.keys import MAX_KEY_BYTES, MAX_KEY_CHARS, BinaryKeys, IntKeys, KeyKind, TextKeys
 from recheck.shared.errors import RecheckError
 from recheck.shared.mysql.db import Database
+from recheck.shared.mysql.rowtext import RowText, plan_row_text
 from recheck.shared.mysql.sql import Queries, due_default, quote
 
 INTEGER_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
@@ -53,6 +54,7 @@ class Table:
     keys: KeyKind  # how the id column's keys travel (entries, JSON batches, SQL)
     result_limit: int | None  # characters the result column holds (None: not a text column)
     error_limit: int | None
+    row_text: RowText | None = None  # how the check's `columns` are read as one string (None: row by row)
 
 
 def read_columns(workload: Workload, db: Database) -> dict[str, Column]:
@@ -82,6 +84,12 @@ def describe_table(workload: Workload, db: Database) -> Table:
         keys=key_kind(columns.get(workload.id_column.lower())),
         result_limit=text_limit(workload.result_column),
         error_limit=text_limit(workload.error_column),
+        row_text=plan_row_text(
+            {name: column.data_type for name, column in columns.items()},
+            (workload.id_column, *workload.columns),
+        )
+        if workload.columns
+        else None,
     )
 
 

@@ -12,6 +12,7 @@ from importlib import resources
 
 from recheck.shared.config import Workload
 from recheck.shared.core.keys import INT_KEYS, KeyKind
+from recheck.shared.mysql.rowtext import AS_IS, HEX, TEXT, RowText
 
 _NAME_LINE = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
@@ -152,13 +153,29 @@ def group_hex(workload: Workload) -> str:
     return f"COALESCE(HEX(CAST({quote(workload.group_column)} AS BINARY)), 'NULL')"
 
 
+def check_text(workload: Workload, row_text: RowText | None) -> str:
+    """check_rows_text's JSON array of a row: the id column, then `columns`, each spelled as
+    rowtext.py decodes it."""
+    if row_text is None:
+        return "NULL"
+    names = (workload.id_column, *workload.columns)
+    spelled = {AS_IS: "t.{}", HEX: "HEX(t.{})", TEXT: "CAST(t.{} AS CHAR)"}
+    parts = [spelled[how].format(quote(name)) for name, how in zip(names, row_text.spellings, strict=True)]
+    return f"JSON_ARRAY({', '.join(parts)})"
+
+
 class Queries:
     """Every statement of a package, ready to execute: ``Queries(workload).due_page``.
 
-    keys: the id column's kind (shared/core/keys.py), for the statements that carry keys."""
+    keys: the id column's kind (shared/core/keys.py), for the statements that carry keys;
+    row_text: how `check_rows_text` spells the check's columns (rowtext.py)."""
 
     def __init__(
-        self, workload: Workload, package: str = "recheck.shared.mysql", keys: KeyKind | None = None
+        self,
+        workload: Workload,
+        package: str = "recheck.shared.mysql",
+        keys: KeyKind | None = None,
+        row_text: RowText | None = None,
     ):
         names = {
             "table": workload.table,
@@ -185,6 +202,7 @@ class Queries:
         # % must reach MySQL as one.
         quoted["pending"] = workload.pending.replace("%", "%%") or "TRUE"
         quoted["check_columns"] = ", ".join(f"t.{quote(c)}" for c in workload.columns) or "NULL"
+        quoted["check_text"] = check_text(workload, row_text)
         for name, expression in due_expressions(workload).items():
             quoted[name] = expression.replace("{fails}", quoted["fails"])
         quoted["class_filter"] = class_filter(workload, priority=False)
