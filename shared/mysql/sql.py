@@ -154,14 +154,19 @@ def group_hex(workload: Workload) -> str:
 
 
 def check_text(workload: Workload, row_text: RowText | None) -> str:
-    """check_rows_text's JSON array of a row: the id column, then `columns`, each spelled as
-    rowtext.py decodes it."""
+    """check_rows_text's JSON array of a row, as text: the id column, then `columns`, each
+    spelled as rowtext.py decodes it (NULL as null)."""
     if row_text is None:
         return "NULL"
     names = (workload.id_column, *workload.columns)
-    spelled = {AS_IS: "t.{}", HEX: "HEX(t.{})", TEXT: "CAST(t.{} AS CHAR)"}
-    parts = [spelled[how].format(quote(name)) for name, how in zip(names, row_text.spellings, strict=True)]
-    return f"JSON_ARRAY({', '.join(parts)})"
+    # Spelled out with JSON_QUOTE rather than JSON_ARRAY(...): MariaDB 10.11 spent 0.6-1.0 us more
+    # per row on JSON_ARRAY than on the row-by-row read, 0.1-0.2 us on this (4,000-row takes).
+    spelled = {AS_IS: "t.{}", HEX: """CONCAT('"', HEX(t.{}), '"')""", TEXT: "JSON_QUOTE(CAST(t.{} AS CHAR))"}
+    parts = [
+        f"COALESCE({spelled[how].format(quote(name))}, 'null')"
+        for name, how in zip(names, row_text.spellings, strict=True)
+    ]
+    return "CONCAT('[', " + ", ',', ".join(parts) + ", ']')"
 
 
 class Queries:
