@@ -114,10 +114,12 @@ STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY) ON t.{id} = {key_match}
 -- name: check_rows_text
 -- The same rows as check_rows as ONE string: a JSON array per row ({check_text}: the id column,
 -- then the check's columns, each spelled as rowtext.py decodes it back to what PyMySQL gives),
--- comma-separated. One field to send and to decode instead of one per value (PyMySQL decodes
--- those in Python). Cut short past the session's group_concat_max_len (64 MB): the worker then
--- reads the take with check_rows.
-SELECT GROUP_CONCAT({check_text} SEPARATOR ',')
+-- comma-separated, and how many rows it found. One field to send and to decode instead of one
+-- per value (PyMySQL decodes those in Python). A row whose array the server cannot build (a
+-- value past max_allowed_packet) is left out, and the whole text is cut short past the session's
+-- group_concat_max_len (64 MB): fewer arrays than rows, and the worker reads the take with
+-- check_rows instead.
+SELECT GROUP_CONCAT({check_text} SEPARATOR ','), COUNT(*)
 FROM JSON_TABLE(%(batch)s, '$[*]' COLUMNS ({key_column})) AS v
 STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY) ON t.{id} = {key_match}
 

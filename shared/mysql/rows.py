@@ -162,12 +162,15 @@ class Rows:
         args = {"batch": batch_json((ref,) for ref in refs)}
         row_text = self.table.row_text
         if row_text is not None:
+            (text, count), *_ = self.db.query(self.queries.check_rows_text, args)
             try:
-                return parse_row_text(self.db.scalar(self.queries.check_rows_text, args), row_text)
-            except ValueError:  # over 64 MB of rows, cut short: read them row by row
-                log.info(
-                    "%sa take's rows exceed group_concat_max_len; read row by row", self.workload.log_prefix
-                )
+                return parse_row_text(text, row_text, int(count))
+            except (ValueError, ArithmeticError) as error:  # Decimal's errors are ArithmeticErrors
+                # Values too big to spell, or a column whose type changed under this worker (its
+                # types are read again for the next take): this take row by row, PyMySQL decoding.
+                log.info("%sa take's rows did not read as one string (%s); read row by row",
+                         self.workload.log_prefix, error)  # fmt: skip
+                self._table = None
         return {row[0]: row[1:] for row in self.db.query(self.queries.check_rows, args)}
 
     def probe_writable(self) -> None:

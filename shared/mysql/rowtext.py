@@ -73,13 +73,18 @@ class RowText:
     decoders: tuple[tuple[int, Callable[[Any], Any]], ...]  # (position, decoder) where one is needed
 
 
-def plan_row_text(types: Mapping[str, str], names: Sequence[str]) -> RowText | None:
-    """The spelling of each column (`types`: lower-case column name -> its data type, as
-    information_schema gives it); None if one of them has a type this read does not cover."""
-    spellings, decoders = [], []
+def plan_row_text(types: Mapping[str, tuple[str, str]], names: Sequence[str]) -> RowText | None:
+    """The spelling of each column (`types`: lower-case column name -> its data type and full
+    column type, as information_schema gives them); None if one of them has a type this read
+    does not cover."""
+    spellings: list[str] = []
+    decoders: list[tuple[int, Callable[[Any], Any]]] = []
     for position, name in enumerate(names):
-        data_type = types.get(name.lower())
-        if data_type in _AS_IS_TYPES:
+        data_type, column_type = types.get(name.lower(), ("", ""))
+        if data_type in _AS_IS_TYPES and "zerofill" in column_type:  # CONCAT pads it: 00042
+            spellings.append(TEXT)
+            decoders.append((position, int))
+        elif data_type in _AS_IS_TYPES:
             spellings.append(AS_IS)
         elif data_type in _HEX_TYPES:
             spellings.append(HEX)
@@ -94,15 +99,17 @@ def plan_row_text(types: Mapping[str, str], names: Sequence[str]) -> RowText | N
     return RowText(tuple(spellings), tuple(decoders))
 
 
-def parse_row_text(text: str | bytes | None, plan: RowText) -> dict[Any, tuple]:
+def parse_row_text(text: str | bytes | None, plan: RowText, count: int) -> dict[Any, tuple]:
     """key -> the values of the other columns, from the comma-separated JSON arrays of
-    `check_rows_text`. Raises ValueError if the text is not whole (cut short by the server's
-    group_concat_max_len: the caller reads those rows row by row instead)."""
-    if not text:
-        return {}
+    `check_rows_text`, which found `count` rows. Raises ValueError unless the text holds all of
+    them whole: the server leaves out a row whose array or one of its values would pass
+    max_allowed_packet (queries.sql) and cuts the whole text at group_concat_max_len; the
+    caller then reads the take row by row."""
     if isinstance(text, bytes):
         text = text.decode()
-    rows = json.loads(f"[{text}]")
+    rows = json.loads(f"[{text}]") if text else []
+    if len(rows) != count:
+        raise ValueError(f"{len(rows)} of {count} rows in the text")
     if plan.decoders:
         for row in rows:
             for position, decode in plan.decoders:

@@ -85,7 +85,7 @@ def describe_table(workload: Workload, db: Database) -> Table:
         result_limit=text_limit(workload.result_column),
         error_limit=text_limit(workload.error_column),
         row_text=plan_row_text(
-            {name: column.data_type for name, column in columns.items()},
+            {name: (column.data_type, column.column_type) for name, column in columns.items()},
             (workload.id_column, *workload.columns),
         )
         if workload.columns

@@ -162,8 +162,11 @@ def check_text(workload: Workload, row_text: RowText | None) -> str:
     # Spelled out with JSON_QUOTE rather than JSON_ARRAY(...): MariaDB 10.11 spent 0.6-1.0 us more
     # per row on JSON_ARRAY than on the row-by-row read, 0.1-0.2 us on this (4,000-row takes).
     spelled = {AS_IS: "t.{}", HEX: """CONCAT('"', HEX(t.{}), '"')""", TEXT: "JSON_QUOTE(CAST(t.{} AS CHAR))"}
+    # NULL spelled `null` only when the column is NULL: a value the server cannot spell (HEX or
+    # JSON_QUOTE past max_allowed_packet give NULL) makes its row's array NULL, which
+    # GROUP_CONCAT leaves out, and the count of rows tells the reader (rowtext.py).
     parts = [
-        f"COALESCE({spelled[how].format(quote(name))}, 'null')"
+        f"IF(t.{quote(name)} IS NULL, 'null', {spelled[how].format(quote(name))})"
         for name, how in zip(names, row_text.spellings, strict=True)
     ]
     return "CONCAT('[', " + ", ',', ".join(parts) + ", ']')"

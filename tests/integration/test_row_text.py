@@ -17,22 +17,27 @@ KINDS = """CREATE TABLE kinds (
     name VARCHAR(100), latin VARCHAR(20) CHARACTER SET latin1, body MEDIUMTEXT, tag ENUM('a', 'b c'),
     tags SET('x', 'y'), raw VARBINARY(16), fixed BINARY(4), blobby BLOB,
     at DATETIME, at3 DATETIME(3), at6 DATETIME(6), stamp TIMESTAMP(3) NULL, day DATE, span TIME(1),
-    price DECIMAL(12, 4), ratio FLOAT, exact DOUBLE, yr YEAR, doc JSON
+    price DECIMAL(12, 4), ratio FLOAT, exact DOUBLE, yr YEAR, doc JSON,
+    small SMALLINT, medium MEDIUMINT UNSIGNED, padded INT(5) ZEROFILL, code CHAR(3), essay LONGTEXT,
+    tome LONGBLOB, amount NUMERIC(6, 2)
 )"""
 NAMES = [
     "i", "flag", "big", "neg", "name", "latin", "body", "tag", "tags", "raw", "fixed", "blobby",
     "at", "at3", "at6", "stamp", "day", "span", "price", "ratio", "exact", "yr", "doc",
+    "small", "medium", "padded", "code", "essay", "tome", "amount",
 ]  # fmt: skip
 VALUES = [
     "(1, -128, 1, 18446744073709551615, -2147483648, 'plain', 'caf\xe9',"
     " 'a\\nb\\t\"q\" \\\\ \U0001f600', 'b c',"
     " 'x,y', x'00ff7f80', x'00000000', x'', '2026-11-26 12:34:56', '2026-11-26 12:34:56.789',"
     " '1999-01-02 03:04:05.000001', '2026-11-26 12:34:56.5', '2026-02-28', '-838:59:59.5', -12345678.1234,"
-    ' 0.1, 0.1, 2026, \'{"a": [1, 2.5, null], "b": "x"}\')',
+    ' 0.1, 0.1, 2026, \'{"a": [1, 2.5, null], "b": "x"}\', -32768, 16777215, 42, \'ab\','
+    " REPEAT('long ', 1000), x'0102', 1234.5)",
     "(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
-    " NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+    " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
     "(3, 0, 0, 0, 0, '', '', '', 'a', '', x'', x'01', x'5c22', '0000-00-00 00:00:00', '2026-01-01 00:00:00',"
-    " '2026-01-01 00:00:00', NULL, '0000-00-00', '00:00:00', 0, 1e30, 1.0000000000000002, 1901, '[]')",
+    " '2026-01-01 00:00:00', NULL, '0000-00-00', '00:00:00', 0, 1e30, 1.0000000000000002, 1901, '[]',"
+    " 0, 0, 0, '', '', x'', 0)",
 ]
 
 
@@ -50,10 +55,12 @@ def pymysql_rows(rows: Rows) -> dict:
     return {row[0]: row[1:] for row in rows.db.query(rows.queries.check_rows, args)}
 
 
-def test_every_covered_type_reads_as_pymysql_decodes_it(settings, sql):
+def test_every_covered_type_reads_as_pymysql_decodes_it(settings, sql, caplog):
+    caplog.set_level(logging.INFO)
     rows = Rows(kinds_workload(settings, sql), Database(settings))
     assert rows.table.row_text is not None  # every column here is read as one string
     got = rows.check_rows([1, 2, 3, 4])  # 4 does not exist
+    assert "read row by row" not in caplog.text  # it was read as one string
     expected = pymysql_rows(rows)
     assert sorted(got) == sorted(expected) == [1, 2, 3]
     for key in expected:
@@ -67,7 +74,28 @@ def test_a_take_over_group_concat_max_len_is_read_row_by_row(settings, sql, capl
     rows = Rows(kinds_workload(settings, sql), Database(settings))
     rows.db.execute("SET SESSION group_concat_max_len = 64")  # the first row alone is longer
     assert rows.check_rows([1, 2, 3]) == pymysql_rows(rows)
-    assert "exceed group_concat_max_len; read row by row" in caplog.text
+    assert "did not read as one string (" in caplog.text  # the text cut inside the first row
+
+
+def test_a_value_the_server_cannot_spell_is_read_row_by_row_not_lost(settings, sql, caplog):
+    """HEX of a blob past max_allowed_packet is NULL: that row's array is left out (and counted
+    missing), never read as a NULL value or as a row deleted since its dispatch."""
+    caplog.set_level(logging.INFO)
+    workload_ = kinds_workload(settings, sql)
+    with sql.cursor() as cursor:
+        cursor.execute("UPDATE kinds SET tome = REPEAT('x', 600000) WHERE id = 3")
+        cursor.execute("SELECT @@GLOBAL.max_allowed_packet")
+        (packet,) = cursor.fetchone()
+        cursor.execute("SET GLOBAL max_allowed_packet = 1048576")  # for the next connection only
+        try:
+            rows = Rows(workload_, Database(workload_))
+            rows.table  # noqa: B018 (connects now, with the 1 MB packet)
+        finally:
+            cursor.execute(f"SET GLOBAL max_allowed_packet = {int(packet)}")
+    got = rows.check_rows([1, 2, 3])
+    assert got == pymysql_rows(rows) and got[3][NAMES.index("tome")] == b"x" * 600000
+    assert "did not read as one string (2 of 3 rows in the text)" in caplog.text
+    rows.db.close()
     rows.db.close()
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from recheck.shared.mysql.rowtext import AS_IS, HEX, TEXT, parse_row_text, plan_row_text
 
-TYPES = {
+DATA_TYPES = {
     "id": "bigint",
     "url": "varchar",
     "at": "datetime",
@@ -17,6 +17,8 @@ TYPES = {
     "raw": "varbinary",
     "price": "decimal",
 }
+TYPES = {name: (data_type, data_type) for name, data_type in DATA_TYPES.items()}  # (data type, column type)
+NAMES = ["id", "url", "at", "day", "raw", "price"]
 
 
 def test_each_type_has_its_spelling_and_only_what_needs_one_a_decoder():
@@ -27,21 +29,31 @@ def test_each_type_has_its_spelling_and_only_what_needs_one_a_decoder():
 
 
 def test_a_type_it_does_not_cover_or_a_missing_column_means_row_by_row():
-    assert plan_row_text({**TYPES, "bits": "bit"}, ["id", "bits"]) is None
+    assert plan_row_text({**TYPES, "bits": ("bit", "bit(8)")}, ["id", "bits"]) is None
     assert plan_row_text(TYPES, ["id", "nowhere"]) is None
 
 
-def test_rows_decode_to_what_pymysql_gives_and_a_cut_text_is_refused():
-    plan = plan_row_text(TYPES, ["id", "url", "at", "day", "raw", "price"])
+def test_rows_decode_to_what_pymysql_gives_and_an_incomplete_text_is_refused():
+    plan = plan_row_text(TYPES, NAMES)
     assert plan is not None
     text = (
         '[7, "u", "2026-11-26 01:02:03.5", "0000-00-00", "00FF", "-1.50"],[8, null, null, null, null, null]'
     )
-    assert parse_row_text(text, plan) == {
+    assert parse_row_text(text, plan, 2) == {
         7: ("u", datetime(2026, 11, 26, 1, 2, 3, 500000), "0000-00-00", b"\x00\xff", Decimal("-1.50")),
         8: (None, None, None, None, None),
     }
-    assert parse_row_text(None, plan) == {}
+    assert parse_row_text(None, plan, 0) == {}
     with pytest.raises(ValueError):
-        parse_row_text(text[:40], plan)
-    assert isinstance(parse_row_text('[1, null, null, "2026-01-02", null, null]', plan)[1][2], date)
+        parse_row_text(text[:40], plan, 2)  # cut short at group_concat_max_len
+    with pytest.raises(ValueError, match="1 of 2 rows"):
+        parse_row_text(text.split("],")[0] + "]", plan, 2)  # a row the server could not spell, left out
+    with pytest.raises(ValueError, match="0 of 3 rows"):
+        parse_row_text(None, plan, 3)
+    assert isinstance(parse_row_text('[1, null, null, "2026-01-02", null, null]', plan, 1)[1][2], date)
+
+
+def test_a_zerofill_integer_is_read_as_text_and_made_an_int():
+    plan = plan_row_text({"id": ("int", "int(5) unsigned zerofill")}, ["id"])
+    assert plan is not None and plan.spellings == (TEXT,)
+    assert parse_row_text('["00042"]', plan, 1) == {42: ()}
