@@ -57,7 +57,9 @@ class Reclaimer(Job):
 
     def split_ways(self, partition: int, worker: str, holdings: dict[str, list[int]]) -> int:
         """Into how many batches this partition's share of a dead worker's entries comes back:
-        SPLIT_WAYS over all partitions together, not in each (reclaim_split)."""
+        SPLIT_WAYS over all partitions together, not in each (reclaim_split). A partition whose
+        entries include one reclaimed before splits SPLIT_WAYS ways whatever this says
+        (reclaim.lua): a group that kills again is split again, so a poison id ends up alone."""
         if self.store.count == 1:
             return SPLIT_WAYS
         if worker not in holdings:
@@ -72,7 +74,7 @@ class Reclaimer(Job):
         reclaimed = 0
         for worker in self.store.worker_ids(partition):
             ways = self.split_ways(partition, worker, holdings)
-            result = self.store.reclaim(partition, worker, self.workload.max_reclaims, ways)
+            result = self.store.reclaim(partition, worker, self.workload.max_reclaims, ways, SPLIT_WAYS)
             if result:
                 held, poisoned = result
                 reclaimed += held

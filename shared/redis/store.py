@@ -524,15 +524,18 @@ class Store:
     def worker_ids(self, partition: int = 0) -> list[str]:
         return sorted(w.decode() for w in self.client.smembers(self.partitions[partition].workers))
 
-    def reclaim(self, partition: int, worker: str, max_reclaims: int, groups: int) -> tuple[int, int] | None:
-        """Give back what a worker held in one partition if its heartbeat expired: None if it is
+    def reclaim(
+        self, partition: int, worker: str, max_reclaims: int, groups: int, groups_again: int | None = None
+    ) -> tuple[int, int] | None:
+        """Give back what a worker held in one partition if its heartbeat expired, in `groups`
+        batches (`groups_again` if one of its entries was reclaimed before): None if it is
         alive, else (ids reclaimed, ids set aside for quarantine)."""
         k = self.partitions[partition]
         result = self._run(
             "reclaim",
             [k.heartbeat(worker), k.processing(worker), k.landing(worker), k.suspects, k.reclaims,
              k.workers, k.quarantine, k.stats, k.running, *k.group_keys()],
-            [worker, max_reclaims, groups, DIED_ALONE],
+            [worker, max_reclaims, groups, DIED_ALONE, groups if groups_again is None else groups_again],
         )  # fmt: skip
         return (int(result[0]), int(result[1])) if result else None
 

@@ -80,6 +80,37 @@ def test_a_dead_workers_entries_over_16_partitions_come_back_as_about_eight_batc
     assert len(groups) == holding <= 16, len(groups)  # one batch per partition holding some
 
 
+def test_over_16_partitions_a_group_that_dies_again_is_split_again_whatever_else_its_worker_held(
+    make_worker, make_settings, rds
+):
+    """A poison id's group must keep shrinking: held beside 15 other groups, its partition's
+    share is a sixteenth of what its worker held, and the proportional split gave it 1 batch."""
+    settings = make_settings(partitions=16)
+    seed_rows(settings, 200, due_now=True)
+    dispatch_all(settings)
+    every = Keys.every_partition(settings)
+    reclaimer = job(Reclaimer, settings)
+
+    def die(worker) -> None:
+        worker.close()
+        rds.delete(*(k.heartbeat(worker.id) for k in every))
+
+    first = make_worker(settings, checks.ok)
+    assert len(first.lane(settings.name).intake.take(200)) == 200
+    die(first)
+    assert reclaimer.run_once() == (200, 0)  # one group in each partition holding some
+    second = make_worker(settings, checks.ok)
+    taken = 0
+    while batch := second.lane(settings.name).intake.take(500):  # every group, each alone
+        taken += len(batch)
+    assert taken == 200
+    die(second)
+    assert reclaimer.run_once() == (200, 0)
+    for k in every:
+        share = sum(len(group.split()) for group in rds.lrange(k.suspects, 0, -1))
+        assert rds.llen(k.suspects) == min(8, share), (k.suspects, share)
+
+
 def test_an_id_that_keeps_killing_workers_is_quarantined_then_released(make_worker, make_settings, sql, rds):
     settings = make_settings(max_reclaims=3)  # same database as `sql`
     seed_rows(settings, 3, due_now=True)

@@ -16,6 +16,8 @@
 -- ARGV[2]  deaths after which an id that died alone twice is quarantined
 -- ARGV[3]  how many groups to split this partition's share of a dead worker's entries into (the
 --          reconciler gives each partition its proportion of 8, reclaim_split)
+-- ARGV[5]  how many groups when one of them was reclaimed before (8): a group that kills again
+--          is split again in its own partition, whatever else its worker held
 -- ARGV[4]  what a death alone adds to the reclaims count on top of 1 (a power of two far above
 --          any death count: the count stays one integer, one HINCRBY, one HDEL)
 -- Returns  false if the worker is alive, else {reclaimed, poisoned}.
@@ -36,10 +38,12 @@ local limit = tonumber(ARGV[2])
 local alone_weight = tonumber(ARGV[4])
 local poisoned = 0
 local kept, parked = {}, {}
+local again = false  -- an entry here died with a worker before
 for _, entry in ipairs(held) do
   local id = id_of(entry)
   if id then
     local times = redis.call('HINCRBY', KEYS[5], id, #held == 1 and alone_weight + 1 or 1)
+    if times % alone_weight >= 2 then again = true end
     if #held == 1 and times % alone_weight >= limit and math.floor(times / alone_weight) >= 2 then
       redis.call('HSET', KEYS[7], id, entry)
       poisoned = poisoned + 1
@@ -49,7 +53,7 @@ for _, entry in ipairs(held) do
     end
   end
 end
-local groups = math.min(tonumber(ARGV[3]), #kept)
+local groups = math.min(again and tonumber(ARGV[5]) or tonumber(ARGV[3]), #kept)
 for g = 1, groups do
   local group = {}
   for i = g, #kept, groups do group[#group + 1] = kept[i] end
