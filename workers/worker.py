@@ -53,6 +53,8 @@ class Worker(Service):
         self.lanes = [Lane(self, w, self.turns, (checks or {}).get(w.name)) for w in workloads]
         self._heartbeat_stop = threading.Event()
         self._heartbeat = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
+        self._keeper = threading.Thread(target=self._keeper_loop, name="write-slots", daemon=True)
+        self._next_full = 0.0  # when the heartbeat thread's next full beat is due
         self._metrics_tried = False
 
     def lane(self, workload: str) -> Lane:
@@ -73,6 +75,7 @@ class Worker(Service):
         require_distinct_tables([(lane.workload, lane.db) for lane in self.lanes])  # ConfigError: exit 2
         if not self._heartbeat.is_alive():
             self._heartbeat.start()
+            self._keeper.start()
         for lane in self.lanes:
             s = lane.workload
             where = f"workload {lane.name} ({s.mysql.database}.{s.table}), " if len(self.lanes) > 1 else ""
@@ -124,43 +127,63 @@ class Worker(Service):
     def _heartbeat_loop(self) -> None:
         """A full beat every heartbeat_interval; between them, a lane that took rows beats again
         within EARLY_BEAT, so that `status` knows those rows are in flight before one of them can
-        pass 1 s overdue unreported (it would count as waiting for a worker)."""
-        failures: set[str] = set()  # what went wrong in a beat already (logged once each)
+        pass 1 s overdue unreported (it would count as waiting for a worker).
+
+        Nothing but the beats runs here (the write slots have a thread of their own), and each
+        round starts a pause after the last one began: on a slow network a round is a round trip
+        per lane. With the slot's renewal and a give-back in the same round, and a whole pause
+        after it, 0.4 s round trips spaced the heartbeat's SETs 1.05 s apart, past a 1 s TTL: a
+        live worker was taken for dead and its batch checked twice."""
         interval = self.deployment.heartbeat_interval
-        pause = min(EARLY_BEAT, interval)
-        next_full = time.monotonic() + interval
-        spent = 0.0  # by the last round's beats: the next round starts `pause` after the last began
-        # A full beat is 2-3 round trips (heartbeat, write slot, maybe a give-back): at 0.4 s each
-        # (a slow network), waiting a whole `pause` after it spaced the heartbeat's SETs 1.05 s
-        # apart, past a 1 s heartbeat_ttl: a live worker taken for dead and its batch checked twice.
+        self._next_full = time.monotonic() + interval
+        self._every(min(EARLY_BEAT, interval), "a heartbeat", lambda: self._beat_round(interval))
+
+    def _beat_round(self, interval: float) -> list[tuple[Lane, Callable[[], object]]]:
+        now = time.monotonic()
+        full = now >= self._next_full
+        if full:
+            self._next_full = now + interval
+        due = [lane for lane in self.lanes if full or lane.intake.took.is_set()]
+        for lane in due:
+            lane.intake.took.clear()
+        return [(lane, lane.beat) for lane in due]
+
+    def _keeper_loop(self) -> None:
+        """Every heartbeat_interval: a live holder keeps its write slot, and a write-back stuck
+        this long goes to other workers (alive is not progressing: it may spend one lock wait on
+        a row the application holds, then skip that row)."""
+        bound = self.deployment.heartbeat_ttl + LOCK_WAIT_SECONDS
+
+        def round_() -> list[tuple[Lane, Callable[[], object]]]:
+            return [(lane, functools.partial(self._keep_lane, lane, bound)) for lane in self.lanes]
+
+        self._every(self.deployment.heartbeat_interval, "a write slot's renewal", round_)
+
+    @staticmethod
+    def _keep_lane(lane: Lane, bound: float) -> None:
+        lane.completer.slots.renew()
+        lane.completer.give_back_if_stuck(bound, lane.others_can_write)
+
+    def _every(
+        self, pause: float, what: str, round_: Callable[[], list[tuple[Lane, Callable[[], object]]]]
+    ) -> None:
+        """Run each round's steps, a round starting `pause` after the last one began, until the
+        worker stops. A step whose Redis is away is skipped (the lane's loop logs the outage);
+        any other failure is logged once per kind and the rounds go on."""
+        failures: set[str] = set()
+        spent = 0.0
         while not self._heartbeat_stop.wait(max(0.0, pause - spent)):
             began = time.monotonic()
-            full = began >= next_full
-            if full:
-                next_full = began + interval
-            for lane in self.lanes:
-                if not (full or lane.intake.took.is_set()):
-                    continue
-                lane.intake.took.clear()
-                # The lane's loop logs an outage; the key is set again once Redis is back.
+            for lane, step in round_():
                 try:
-                    self._beat_lane(lane) if full else lane.beat()
+                    step()
                 except REDIS_DOWN:
                     pass
-                except Exception as error:  # a bug must not end the heartbeat: the beats would stop
+                except Exception as error:  # a bug must not end the rounds: the beats would stop
                     if repr(error) not in failures:
                         failures.add(repr(error))
-                        log.error("workload %s: a heartbeat failed", lane.name, exc_info=True)
+                        log.error("workload %s: %s failed", lane.name, what, exc_info=True)
             spent = time.monotonic() - began
-
-    def _beat_lane(self, lane: Lane) -> None:
-        lane.beat()
-        lane.completer.slots.renew()  # a live holder keeps its write slot
-        # Alive is not progressing: a write-back stuck this long goes to other workers (it may
-        # spend one lock wait on a row the application holds, then skip that row).
-        lane.completer.give_back_if_stuck(
-            self.deployment.heartbeat_ttl + LOCK_WAIT_SECONDS, lane.others_can_write
-        )
 
     def abandon(self) -> None:
         for lane in self.lanes:

@@ -34,6 +34,7 @@ def least_heartbeat_ttl(cluster: Cluster, seconds: float) -> int:
     was missing) over `seconds`, sampled every 10 ms straight from Redis."""
     store = cluster.store()
     beats = [store.presence_keys("worker", worker)[0] for worker in store.worker_ids()]
+    assert beats, "no worker registered"
     least, deadline = 10**9, time.monotonic() + seconds
     while time.monotonic() < deadline:
         pipe = store.client.pipeline(transaction=False)
@@ -190,9 +191,10 @@ def test_200ms_more_latency_on_every_connection(tmp_path, procs):
         for lost in ("deposed", "lost the lease", "giving up the lease"):
             assert lost not in leader_log, f"slowness was taken for death: {lost}"
         report.assert_invariants(bound_s=10 + 8 * 0.4, max_duplicates=0)
-        # Beats 0.25 s apart, each up to 3 round trips of 0.4 s: SETs at most 0.8 s apart, 0.2 s
-        # before a 1 s TTL runs out (they landed 1.05 s apart when each round waited its whole
-        # pause after the beats: keys gone between them, live workers reclaimed).
+        # A round of beats every 0.25 s, each one round trip of 0.4 s (the write slots have a
+        # thread of their own): SETs 0.4 s apart, 0.6 s before a 1 s TTL runs out. They landed
+        # 1.05 s apart when the slot's renewal shared the round and a whole pause followed it:
+        # keys gone between them, live workers reclaimed.
         assert least_ms > 0, f"a live worker's heartbeat key expired ({least_ms})"
     finally:
         cluster.close()
