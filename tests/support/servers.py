@@ -36,19 +36,22 @@ def die_with_parent() -> None:
 
 
 # Ports for this process's servers, from a block of its own below the kernel's ephemeral range
-# (32768-60999 on Linux). A port the kernel picked (bind to port 0) was seen to be picked again,
-# for another pytest-xdist worker's server or proxy, while a slow mariadbd had not bound it yet:
-# that server then answered on our port and ours waited out its minute. Below the ephemeral range
-# only free_port hands ports out, and each xdist worker (gw0, gw1, ...) has its own block of
-# 1,000; a random start within it keeps two test runs side by side apart too.
+# (32768-60999 on Linux). A port the kernel picked (bind to port 0) could be picked again, for
+# another pytest-xdist worker's server or proxy or an outgoing connection, while a slow mariadbd
+# had not bound it yet: whatever took it then answers on our server's port. Below the ephemeral
+# range only free_port hands ports out, and each xdist worker (gw0, gw1, ...) has its own block
+# of 1,000 from 10000, so that a Redis Cluster node's bus port (its port + 10000) stays below
+# the ephemeral range too (gw0-gw9); a random start within the block keeps two test runs side
+# by side apart, and a clash is taken care of by the servers' "Address already in use" retry.
 _PORT_BLOCK = 1000
-_FIRST_PORT = 20000
+_FIRST_PORT = 10000
+_BLOCKS = 10  # 10000-19999, their bus ports 20000-29999
 
 
 def _port_block() -> range:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     index = int(worker[2:]) if worker[2:].isdigit() else 0
-    first = _FIRST_PORT + _PORT_BLOCK * (index % 12)  # 12 blocks fit below 32768
+    first = _FIRST_PORT + _PORT_BLOCK * (index % _BLOCKS)
     return range(first, first + _PORT_BLOCK)
 
 
@@ -66,9 +69,7 @@ def free_port() -> int:
             except OSError:  # in use (another run's server, or a connection still closing)
                 continue
             return port
-    with socket.socket() as sock:  # the whole block taken: let the kernel pick
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    raise RuntimeError(f"no free port in {block.start}-{block.stop - 1} (this test process's block)")
 
 
 def wait_for(condition, timeout: float, what: str, interval: float = 0.05):
