@@ -21,7 +21,7 @@ import yaml
 from recheck.commands.init_db import init_db
 from recheck.shared.workloads import read_workloads
 from tests.integration.test_priorities import mark_premium, with_priority
-from tests.support.helpers import REPO, docs_text, query, scalar, seed_rows
+from tests.support.helpers import REPO, docs_text, query, run_sql, scalar, seed_rows
 from tests.support.servers import free_port, wait_for
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -267,7 +267,7 @@ def test_a_workload_with_priorities_shows_the_priority_rows_waiting(make_setting
 def test_a_grouped_workload_says_which_group_holds_its_rows_back(make_settings, procs, browser):
     """One group's rows over its group_rate_limit wait in Redis: the headline says "limited by
     group big" and the queue card how many groups are held back (docs/groups.md)."""
-    from tests.integration.test_groups import grouped, run_sql
+    from tests.integration.test_groups import grouped
 
     dashboard = free_port()
     settings = grouped(make_settings, {"group_rate_limit": 2.0}, dashboard_port=dashboard, interval=3600)

@@ -21,8 +21,15 @@ from recheck.dispatcher.dispatcher import START
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.schema import inspect_table
 from recheck.shared.redis.store import Counts, group_name
-from tests.integration.test_priorities import run_sql
-from tests.support.helpers import TEST_LEADER, make_pusher, make_store, recheck, seed_rows, take_lease
+from tests.support.helpers import (
+    TEST_LEADER,
+    make_pusher,
+    make_store,
+    recheck,
+    run_sql,
+    seed_rows,
+    take_lease,
+)
 from tests.support.servers import RedisCluster, wait_for
 
 STAMPED = {"RECHECK_CHECK": "tests.support.checks:stamped"}

@@ -23,7 +23,7 @@ from recheck.dispatcher.dispatcher import Dispatcher
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.schema import SchemaProblem, inspect_table, require_table
 from recheck.shared.redis.store import Counts
-from tests.support.helpers import TEST_LEADER, make_store, recheck, seed_rows, take_lease
+from tests.support.helpers import TEST_LEADER, make_store, recheck, run_sql, seed_rows, take_lease
 from tests.support.servers import wait_for
 
 STAMPED = {"RECHECK_CHECK": "tests.support.checks:stamped"}
@@ -39,15 +39,6 @@ def with_priority(make_settings, premium_every: int = 10, **overrides):
         f"ADD KEY premium_due (premium, {plain.due_column}, {plain.id_column})",
     )
     return plain.model_copy(update={"priority_column": "premium"}), premium_every
-
-
-def run_sql(settings, *statements: str) -> None:
-    db = Database(settings)
-    try:
-        for statement in statements:
-            db.execute(statement)
-    finally:
-        db.close()
 
 
 def mark_premium(settings, every: int) -> None:

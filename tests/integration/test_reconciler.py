@@ -26,9 +26,11 @@ def job(cls, settings):
 
 
 def kill(worker, rds) -> None:
-    """As if the worker died: no more heartbeats, its key gone."""
+    """As if the worker died: no more heartbeats, its key gone (in every partition)."""
     worker.close()
-    rds.delete(Keys(worker.deployment.key_prefix).heartbeat(worker.id))
+    rds.delete(
+        *(k.heartbeat(worker.id) for lane in worker.lanes for k in Keys.every_partition(lane.workload))
+    )
 
 
 def test_a_live_worker_is_left_alone(make_worker, settings, rds):
@@ -70,10 +72,9 @@ def test_a_dead_workers_entries_over_16_partitions_come_back_as_about_eight_batc
     dead = make_worker(settings, checks.ok)
     taken = dead.lane(settings.name).intake.take(200)
     assert len(taken) == 200
-    every = Keys.every_partition(settings)
-    dead.close()
-    rds.delete(*(k.heartbeat(dead.id) for k in every))
+    kill(dead, rds)
     assert job(Reclaimer, settings).run_once() == (200, 0)
+    every = Keys.every_partition(settings)
     groups = [group for k in every for group in rds.lrange(k.suspects, 0, -1)]
     assert sorted(e for group in groups for e in group.split()) == sorted(taken)
     holding = sum(1 for k in every if rds.llen(k.suspects))
@@ -90,21 +91,16 @@ def test_over_16_partitions_a_group_that_dies_again_is_split_again_whatever_else
     dispatch_all(settings)
     every = Keys.every_partition(settings)
     reclaimer = job(Reclaimer, settings)
-
-    def die(worker) -> None:
-        worker.close()
-        rds.delete(*(k.heartbeat(worker.id) for k in every))
-
     first = make_worker(settings, checks.ok)
     assert len(first.lane(settings.name).intake.take(200)) == 200
-    die(first)
+    kill(first, rds)
     assert reclaimer.run_once() == (200, 0)  # one group in each partition holding some
     second = make_worker(settings, checks.ok)
     taken = 0
     while batch := second.lane(settings.name).intake.take(500):  # every group, each alone
         taken += len(batch)
     assert taken == 200
-    die(second)
+    kill(second, rds)
     assert reclaimer.run_once() == (200, 0)
     for k in every:
         share = sum(len(group.split()) for group in rds.lrange(k.suspects, 0, -1))

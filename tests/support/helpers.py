@@ -78,6 +78,16 @@ def dispatch_all(settings: Workload) -> int:
     return dispatcher.dispatched
 
 
+def run_sql(settings: Workload, *statements: str) -> None:
+    """Statements on the workload's database (the application's own changes to its table)."""
+    db = Database(settings)
+    try:
+        for statement in statements:
+            db.execute(statement)
+    finally:
+        db.close()
+
+
 def seed_rows(settings: Workload, rows: int, *, due_now: bool = False) -> None:
     db = Database(settings)
     try:
