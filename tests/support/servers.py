@@ -161,23 +161,25 @@ class MariaDBServer:
         deadline, last = time.monotonic() + timeout, "never asked"
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                log = self.root / "error.log"
-                tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
-                if "Address already in use" in tail:
+                if "Address already in use" in self._log_tail():
                     return False
-                raise RuntimeError(f"mariadbd exited with {self.process.returncode}; see {log}")
+                raise RuntimeError(
+                    f"mariadbd exited with {self.process.returncode}; see {self.root}/error.log"
+                )
             try:
                 if self._ready():
                     return True
             except Exception as error:  # not up yet
                 last = f"{type(error).__name__}: {error}"
             time.sleep(0.05)
-        log = self.root / "error.log"
-        tail = log.read_text(errors="replace")[-1500:] if log.exists() else "(no error.log)"
         raise TimeoutError(
             f"timed out after {timeout:g}s waiting for mariadbd on port {self.port} ({last}); "
-            f"the end of {log}:\n{tail}"
+            f"the end of {self.root}/error.log:\n{self._log_tail()}"
         )
+
+    def _log_tail(self) -> str:
+        log = self.root / "error.log"
+        return log.read_text(errors="replace")[-3000:] if log.exists() else "(no error.log)"
 
     def _ready(self) -> bool:
         """It answers, and it is this server (another session's may have taken the port first).
