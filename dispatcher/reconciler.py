@@ -68,6 +68,8 @@ class Reclaimer(Job):
         shares = holdings[worker]
         if not shares:  # alive: reclaim.lua will say so
             return SPLIT_WAYS
+        # At least 1: what the script finds is what counts (0 groups would drop entries counted
+        # a moment before, should a stopped worker have run on in between).
         return max(1, reclaim_split(shares[partition], sum(shares), SPLIT_WAYS))
 
     def reclaim_part(self, partition: int, holdings: dict[str, list[int]]) -> int:

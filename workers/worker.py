@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 # 50 ms after they fall due, so a beat within 0.5 s tells status of them long before they are 1 s
 # overdue; more often cost the rate-limit grants' fairness (a beat's GIL time at each grant).
 EARLY_BEAT = 0.5
+Steps = list[tuple[Lane, Callable[[], object]]]  # a round's work: each lane's step, in turn
 
 
 class Worker(Service):
@@ -138,7 +139,7 @@ class Worker(Service):
         self._next_full = time.monotonic() + interval
         self._every(min(EARLY_BEAT, interval), "a heartbeat", lambda: self._beat_round(interval))
 
-    def _beat_round(self, interval: float) -> list[tuple[Lane, Callable[[], object]]]:
+    def _beat_round(self, interval: float) -> Steps:
         now = time.monotonic()
         full = now >= self._next_full
         if full:
@@ -154,7 +155,7 @@ class Worker(Service):
         a row the application holds, then skip that row)."""
         bound = self.deployment.heartbeat_ttl + LOCK_WAIT_SECONDS
 
-        def round_() -> list[tuple[Lane, Callable[[], object]]]:
+        def round_() -> Steps:
             return [(lane, functools.partial(self._keep_lane, lane, bound)) for lane in self.lanes]
 
         self._every(self.deployment.heartbeat_interval, "a write slot's renewal", round_)
@@ -164,9 +165,7 @@ class Worker(Service):
         lane.completer.slots.renew()
         lane.completer.give_back_if_stuck(bound, lane.others_can_write)
 
-    def _every(
-        self, pause: float, what: str, round_: Callable[[], list[tuple[Lane, Callable[[], object]]]]
-    ) -> None:
+    def _every(self, pause: float, what: str, round_: Callable[[], Steps]) -> None:
         """Run each round's steps, a round starting `pause` after the last one began, until the
         worker stops. A step whose Redis is away is skipped (the lane's loop logs the outage);
         any other failure is logged once per kind and the rounds go on."""

@@ -46,6 +46,4 @@ def reclaim_split(share: int, held: int, ways: int) -> int:
     batches of about 4, each a take and a write of its own, while the rows behind waited."""
     if share <= 0:
         return 0
-    if held <= share:
-        return min(ways, share)
-    return min(share, max(1, -(-ways * share // held)))
+    return min(share, ways, max(1, -(-ways * share // max(held, share))))

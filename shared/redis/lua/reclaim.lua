@@ -16,10 +16,10 @@
 -- ARGV[2]  deaths after which an id that died alone twice is quarantined
 -- ARGV[3]  how many groups to split this partition's share of a dead worker's entries into (the
 --          reconciler gives each partition its proportion of 8, reclaim_split)
--- ARGV[5]  how many groups when one of them was reclaimed before (8): a group that kills again
---          is split again in its own partition, whatever else its worker held
 -- ARGV[4]  what a death alone adds to the reclaims count on top of 1 (a power of two far above
 --          any death count: the count stays one integer, one HINCRBY, one HDEL)
+-- ARGV[5]  how many groups when one of them was reclaimed before (8): a group that kills again
+--          is split again in its own partition, whatever else its worker held
 -- Returns  false if the worker is alive, else {reclaimed, poisoned}.
 --
 -- Isolating a row whose check kills its worker, without slowing everything else down: what a
