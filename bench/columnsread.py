@@ -11,8 +11,10 @@ a check gets) and mariadbd's CPU (psutil; its background threads count too).
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections.abc import Callable
+from types import MappingProxyType
 
 import pymysql
 
@@ -20,11 +22,8 @@ from bench.procs import cpu_seconds, pids_named
 from recheck.commands.init_db import init_db
 from recheck.commands.seed import seed
 from recheck.shared.config import Settings
-from recheck.shared.mysql.batches import batch_json
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rows import Rows
-from recheck.shared.mysql.rowtext import parse_row_text
-from recheck.workers.checks import row_of
 
 DATABASE = "recheck_columnsread"
 
@@ -64,18 +63,21 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run(rows: Rows, args: argparse.Namespace) -> None:
-    batch = {"batch": batch_json((key,) for key in range(1, args.take + 1))}
+    keys = list(range(1, args.take + 1))
+    batch = {"keys": json.dumps(keys)}
     names = (rows.workload.id_column, *rows.workload.columns)
     row_text = rows.table.row_text
     assert row_text is not None
 
-    def by_row() -> list:
-        found = {row[0]: row[1:] for row in rows.db.query(rows.queries.check_rows, batch)}
-        return [row_of(names, (key, *values)) for key, values in found.items()]
+    def mappings(found: dict) -> list:  # what workers/loopbase.py gives the check, key by key
+        return [MappingProxyType(found[key]) for key in keys]
 
-    def one_string() -> list:
-        found = parse_row_text(rows.db.scalar(rows.queries.check_rows_text, batch), row_text)
-        return [row_of(names, (key, *values)) for key, values in found.items()]
+    def by_row() -> list:  # the read before 2026-11-26, as it built the check's mappings
+        found = {row[0]: row[1:] for row in rows.db.query(rows.queries.check_rows, batch)}
+        return [MappingProxyType(dict(zip(names, (key, *found[key]), strict=True))) for key in keys]
+
+    def one_string() -> list:  # what a worker runs now: Rows.check_rows and the mappings
+        return mappings(rows.check_rows(keys))
 
     assert [dict(r) for r in by_row()] == [dict(r) for r in one_string()], "both ways read the same"
     server = pids_named("mariadbd")
@@ -86,11 +88,12 @@ def run(rows: Rows, args: argparse.Namespace) -> None:
             per_row = 1e6 / (args.reads * args.take)
             worker, server_us = client * per_row, mariadbd * per_row
             print(f"  round {number} {name:10s}  worker {worker:5.2f} us   mariadbd {server_us:5.2f} us")
-    mappings = [time.process_time()]
+    found = rows.check_rows(keys)
+    started = time.process_time()
     for _ in range(args.reads):
-        [row_of(names, (1, "ok", None)) for _ in range(args.take)]
-    mappings.append(time.process_time())
-    print(f"  the mappings alone: {(mappings[1] - mappings[0]) * 1e6 / (args.reads * args.take):.2f} us")
+        mappings(found)
+    spent = time.process_time() - started
+    print(f"  the mappings alone: {spent * 1e6 / (args.reads * args.take):.2f} us")
 
 
 def measure(read: Callable[[], list], reads: int, server: list[int]) -> tuple[float, float]:

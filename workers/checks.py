@@ -31,9 +31,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from recheck.shared.config import ConfigError
@@ -81,12 +80,6 @@ class Recheck:
 
     value: Any
     after: float
-
-
-def row_of(names: Sequence[str], values: Sequence) -> Mapping[str, Any]:
-    """A row as a check with `columns` gets it: a read-only mapping from column name to value,
-    the id column among them (``row["url"]``, ``row["id"]``)."""
-    return MappingProxyType(dict(zip(names, values, strict=True)))
 
 
 def load_check(reference: str, setting: str = "RECHECK_CHECK") -> Callable:

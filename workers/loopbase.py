@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from types import MappingProxyType
 
 from recheck.shared.config import Workload
 from recheck.shared.core.entries import Item
@@ -12,7 +13,6 @@ from recheck.shared.mysql.db import last_success as mysql_seen
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.process.loop import Lifeline
 from recheck.shared.process.metrics import WorkloadWorkerMetrics
-from recheck.workers.checks import row_of
 from recheck.workers.intake import Intake
 from recheck.workers.writing.completer import Completer
 
@@ -39,7 +39,6 @@ class CheckLoop:
         self.metrics = metrics
         # With `columns`, the rows a check gets are read for each take on a connection of their own.
         self.reader = Rows(workload, Database(workload)) if workload.columns else None
-        self.names = (workload.id_column, *workload.columns)
         self.key_of = (lambda row: row[workload.id_column]) if workload.columns else None
 
     def with_rows(self, items: list[Item]) -> tuple[list[Item], list, list[bytes]]:
@@ -50,6 +49,10 @@ class CheckLoop:
             return items, [item.id for item in items], []
         keys = self.reader.keys
         found = self.reader.check_rows([keys.ref(item) for item in items])
+        try:  # usually every row is still there; the check gets read-only views of them
+            return items, [MappingProxyType(found[item.id]) for item in items], []
+        except KeyError:  # rows deleted since their dispatch (or their key changed): sorted out below
+            pass
         present, rows, gone = [], [], []
         for item in items:
             values = found.get(item.id)
@@ -57,7 +60,7 @@ class CheckLoop:
                 gone.append(item.entry)
             else:
                 present.append(item)
-                rows.append(row_of(self.names, (item.id, *values)))
+                rows.append(MappingProxyType(values))
         return present, rows, gone
 
     # What every loop offers its lane (workers/lane.py): run until the process stops, the items

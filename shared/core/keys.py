@@ -13,10 +13,11 @@ and of a reclaimed group):
 
 The same key part is the in-flight hash's field, so dedup and fencing are exact for any key.
 Each kind also renders the SQL that carries its keys: how a JSON batch's key column is read
-(`key_column`), how it is matched against the table's key (`key_match`: in the column's own
-character set and collation, so the primary key index is used) and how a dispatch page prints
-it (`key_out`). Identifiers here (character sets, collations) come from information_schema and
-are checked against a strict pattern before they are put into SQL. Pure logic, no I/O.
+(`key_column`; `key_alone` in a batch of bare keys), how it is matched against the table's key
+(`key_match`: in the column's own character set and collation, so the primary key index is
+used) and how a dispatch page prints it (`key_out`). Identifiers here (character sets,
+collations) come from information_schema and are checked against a strict pattern before they
+are put into SQL. Pure logic, no I/O.
 """
 
 from __future__ import annotations
@@ -89,6 +90,10 @@ class IntKeys:
     def key_column(self) -> str:
         return f"row_key BIGINT{' UNSIGNED' if self.unsigned else ''} PATH '$[0]'"
 
+    @property
+    def key_alone(self) -> str:
+        return f"row_key BIGINT{' UNSIGNED' if self.unsigned else ''} PATH '$'"
+
 
 class _HexKeys:
     """Keys carried as the hex of their bytes (text and binary keys)."""
@@ -121,6 +126,7 @@ class _HexKeys:
         return item.entry.partition(b":")[0].decode("ascii")  # the hex, as UNHEX() reads it
 
     key_column = "row_key VARCHAR(2048) PATH '$[0]'"
+    key_alone = "row_key VARCHAR(2048) PATH '$'"
 
 
 class TextKeys(_HexKeys):

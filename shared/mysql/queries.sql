@@ -3,13 +3,14 @@
 -- {table}, {id}, {due}, {checked}, {result}, {count}, {fails}, {error}, {due_index} and
 -- {database} are identifiers from the configuration, validated as plain identifiers and quoted
 -- with backticks before they are put here. The key fragments come from the id column's own type
--- (read from the table, see keytypes.py): {key_column} reads a JSON batch's key,
+-- (read from the table, see keytypes.py): {key_column} reads a JSON batch's key ({key_alone}
+-- the key of a batch of bare keys, ["k1", "k2"]),
 -- {key_match} turns it into a value of the id column's type (its character set and collation
 -- for text keys, so the primary key index is used), {key_out} prints a key for a queue entry.
 -- {row_interval_us} is the workload's interval in microseconds, or the row's own interval
 -- column's, kept within min_interval and max_interval; {next_due_us} and {retry_due_us} are the
 -- next due times a write-back sets, jittered (sql.py renders them); {check_columns} the columns
--- a check asked for (`columns`), {check_text} the same as one JSON array (rowtext.py).
+-- a check asked for (`columns`), {check_text} the same as one JSON object (rowtext.py).
 -- Data only ever travels as %(name)s parameters.
 --
 -- Portability: every statement runs unchanged on MySQL 8.0+ and MariaDB 10.6+. No RETURNING,
@@ -108,19 +109,19 @@ FOR UPDATE SKIP LOCKED
 -- The columns a check asked for (`columns`), for a whole take in ONE statement by primary key;
 -- a row deleted since its dispatch is simply not there.
 SELECT t.{id}, {check_columns}
-FROM JSON_TABLE(%(batch)s, '$[*]' COLUMNS ({key_column})) AS v
+FROM JSON_TABLE(%(keys)s, '$[*]' COLUMNS ({key_alone})) AS v
 STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY) ON t.{id} = {key_match}
 
 -- name: check_rows_text
--- The same rows as check_rows as ONE string: a JSON array per row ({check_text}: the id column,
--- then the check's columns, each spelled as rowtext.py decodes it back to what PyMySQL gives),
--- comma-separated, and how many rows it found. One field to send and to decode instead of one
--- per value (PyMySQL decodes those in Python). A row whose array the server cannot build (a
--- value past max_allowed_packet) is left out, and the whole text is cut short past the session's
--- group_concat_max_len (64 MB): fewer arrays than rows, and the worker reads the take with
--- check_rows instead.
+-- The same rows as check_rows as ONE string: a JSON object per row ({check_text}: column name ->
+-- value for the id column and the check's columns, each spelled as rowtext.py decodes it back to
+-- what PyMySQL gives), comma-separated, and how many rows it found. One field to send and to
+-- decode instead of one per value (PyMySQL decodes those in Python). A row whose object the
+-- server cannot build (a value past max_allowed_packet) is left out, and the whole text is cut
+-- short past the session's group_concat_max_len (64 MB): fewer objects than rows, and the worker
+-- reads the take with check_rows instead.
 SELECT GROUP_CONCAT({check_text} SEPARATOR ','), COUNT(*)
-FROM JSON_TABLE(%(batch)s, '$[*]' COLUMNS ({key_column})) AS v
+FROM JSON_TABLE(%(keys)s, '$[*]' COLUMNS ({key_alone})) AS v
 STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY) ON t.{id} = {key_match}
 
 -- name: changes_read

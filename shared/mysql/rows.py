@@ -12,10 +12,11 @@ time one is needed (`keys`), so every statement matches keys in the column's own
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pymysql
 
@@ -156,10 +157,11 @@ class Rows:
         the statement returns their keys."""
         return self.queries.lock_unlocked, {"batch": batch_json((ref,) for ref in refs)}
 
-    def check_rows(self, refs: Sequence) -> dict:
-        """key -> the values of the check's `columns`, for the rows of these keys (one statement:
-        as one string when every column's type allows, rowtext.py)."""
-        args = {"batch": batch_json((ref,) for ref in refs)}
+    def check_rows(self, refs: Sequence) -> dict[Any, dict[str, Any]]:
+        """key -> its row as the check gets it (column name -> value: the id column and `columns`),
+        for the rows of these keys (one statement: as one string when every column's type
+        allows, rowtext.py)."""
+        args = {"keys": json.dumps(refs if isinstance(refs, list) else list(refs), separators=(",", ":"))}
         row_text = self.table.row_text
         if row_text is not None:
             (text, count), *_ = self.db.query(self.queries.check_rows_text, args)
@@ -171,7 +173,10 @@ class Rows:
                 log.info("%sa take's rows did not read as one string (%s); read row by row",
                          self.workload.log_prefix, error)  # fmt: skip
                 self._table = None
-        return {row[0]: row[1:] for row in self.db.query(self.queries.check_rows, args)}
+        names = (self.workload.id_column, *self.workload.columns)
+        return {
+            row[0]: dict(zip(names, row, strict=True)) for row in self.db.query(self.queries.check_rows, args)
+        }
 
     def probe_writable(self) -> None:
         """Raise DatabaseDown (or DatabaseRefused) unless MySQL takes writes right now."""

@@ -2,8 +2,9 @@
 
 PyMySQL decodes a result in Python, row by row and field by field: 4.8 µs a row for an id and two
 columns (docs/performance.md). queries.sql's `check_rows_text` reads the same rows as one
-GROUP_CONCAT of JSON arrays, one field that `json.loads` (C) takes apart. Each value is spelled
-in its array so that it decodes to exactly what PyMySQL returns for its column:
+GROUP_CONCAT of JSON objects, one per row, column name -> value: one field that `json.loads` (C)
+takes apart into the very dicts a check's rows are made of. Each value is spelled so that it
+decodes to exactly what PyMySQL returns for its column:
 
 - integers as themselves: JSON numbers;
 - binary columns (BINARY, VARBINARY, the BLOBs) in hex, decoded to bytes;
@@ -66,54 +67,56 @@ _TEXT_DECODERS: dict[str, Callable[[str], Any] | None] = {
 
 @dataclass(frozen=True)
 class RowText:
-    """How each of a check's columns (the id column first) is spelled in the JSON arrays and
+    """How each of a check's columns (the id column first) is spelled in the JSON objects and
     decoded back."""
 
-    spellings: tuple[str, ...]  # AS_IS, HEX or TEXT, one per column
-    decoders: tuple[tuple[int, Callable[[Any], Any]], ...]  # (position, decoder) where one is needed
+    names: tuple[str, ...]  # as the workload names them: the objects' keys, the id column first
+    spellings: tuple[str, ...]  # AS_IS, HEX or TEXT, one per name
+    decoders: tuple[tuple[str, Callable[[Any], Any]], ...]  # (name, decoder) where one is needed
 
 
 def plan_row_text(types: Mapping[str, tuple[str, str]], names: Sequence[str]) -> RowText | None:
     """The spelling of each column (`types`: lower-case column name -> its data type and full
     column type, as information_schema gives them); None if one of them has a type this read
     does not cover."""
+    names = tuple(dict.fromkeys(names))  # a name twice (the id column among `columns`) is one key
     spellings: list[str] = []
-    decoders: list[tuple[int, Callable[[Any], Any]]] = []
-    for position, name in enumerate(names):
+    decoders: list[tuple[str, Callable[[Any], Any]]] = []
+    for name in names:
         data_type, column_type = types.get(name.lower(), ("", ""))
         if data_type in _AS_IS_TYPES and "zerofill" in column_type:  # CONCAT pads it: 00042
             spellings.append(TEXT)
-            decoders.append((position, int))
+            decoders.append((name, int))
         elif data_type in _AS_IS_TYPES:
             spellings.append(AS_IS)
         elif data_type in _HEX_TYPES:
             spellings.append(HEX)
-            decoders.append((position, bytes.fromhex))
+            decoders.append((name, bytes.fromhex))
         elif data_type in _TEXT_DECODERS:
             spellings.append(TEXT)
             decoder = _TEXT_DECODERS[data_type]
             if decoder is not None:
-                decoders.append((position, decoder))
+                decoders.append((name, decoder))
         else:
             return None
-    return RowText(tuple(spellings), tuple(decoders))
+    return RowText(names, tuple(spellings), tuple(decoders))
 
 
-def parse_row_text(text: str | bytes | None, plan: RowText, count: int) -> dict[Any, tuple]:
-    """key -> the values of the other columns, from the comma-separated JSON arrays of
-    `check_rows_text`, which found `count` rows. Raises ValueError unless the text holds all of
-    them whole: the server leaves out a row whose array or one of its values would pass
-    max_allowed_packet (queries.sql) and cuts the whole text at group_concat_max_len; the
+def parse_row_text(text: str | bytes | None, plan: RowText, count: int) -> dict[Any, dict[str, Any]]:
+    """key -> its row (column name -> value, the id column among them), from the comma-separated
+    JSON objects of `check_rows_text`, which found `count` rows. Raises ValueError unless the text
+    holds all of them whole: the server leaves out a row whose object or one of its values would
+    pass max_allowed_packet (queries.sql) and cuts the whole text at group_concat_max_len; the
     caller then reads the take row by row."""
     if isinstance(text, bytes):
         text = text.decode()
     rows = json.loads(f"[{text}]") if text else []
     if len(rows) != count:
         raise ValueError(f"{len(rows)} of {count} rows in the text")
-    if plan.decoders:
+    for name, decode in plan.decoders:
         for row in rows:
-            for position, decode in plan.decoders:
-                value = row[position]
-                if value is not None:
-                    row[position] = decode(value)
-    return {row[0]: tuple(row[1:]) for row in rows}
+            value = row[name]
+            if value is not None:
+                row[name] = decode(value)
+    key = plan.names[0]
+    return {row[key]: row for row in rows}

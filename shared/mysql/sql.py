@@ -6,6 +6,7 @@ own (read through the same code, so they are rendered and quoted alike).
 
 from __future__ import annotations
 
+import json
 import re
 from functools import cache
 from importlib import resources
@@ -153,23 +154,24 @@ def group_hex(workload: Workload) -> str:
     return f"COALESCE(HEX(CAST({quote(workload.group_column)} AS BINARY)), 'NULL')"
 
 
-def check_text(workload: Workload, row_text: RowText | None) -> str:
-    """check_rows_text's JSON array of a row, as text: the id column, then `columns`, each
-    spelled as rowtext.py decodes it (NULL as null)."""
+def check_text(row_text: RowText | None) -> str:
+    """check_rows_text's JSON object of a row, as text: column name -> value for the id column and
+    `columns`, each value spelled as rowtext.py decodes it (NULL as null)."""
     if row_text is None:
         return "NULL"
-    names = (workload.id_column, *workload.columns)
-    # Spelled out with JSON_QUOTE rather than JSON_ARRAY(...): MariaDB 10.11 spent 0.6-1.0 us more
-    # per row on JSON_ARRAY than on the row-by-row read, 0.1-0.2 us on this (4,000-row takes).
+    # Spelled out with JSON_QUOTE rather than by the JSON functions: MariaDB 10.11 spent 0.6-1.0 us
+    # more per row on JSON_ARRAY(...) than on the row-by-row read, 0.1-0.2 us on this (4,000-row
+    # takes, when the rows were arrays).
     spelled = {AS_IS: "t.{}", HEX: """CONCAT('"', HEX(t.{}), '"')""", TEXT: "JSON_QUOTE(CAST(t.{} AS CHAR))"}
     # NULL spelled `null` only when the column is NULL: a value the server cannot spell (HEX or
-    # JSON_QUOTE past max_allowed_packet give NULL) makes its row's array NULL, which
-    # GROUP_CONCAT leaves out, and the count of rows tells the reader (rowtext.py).
+    # JSON_QUOTE past max_allowed_packet give NULL) makes its row's object NULL, which
+    # GROUP_CONCAT leaves out, and the count of rows tells the reader (rowtext.py). The keys are
+    # identifiers (config.py), so their JSON needs no escaping inside an SQL literal.
     parts = [
-        f"IF(t.{quote(name)} IS NULL, 'null', {spelled[how].format(quote(name))})"
-        for name, how in zip(names, row_text.spellings, strict=True)
+        f"'{json.dumps(name)}:', IF(t.{quote(name)} IS NULL, 'null', {spelled[how].format(quote(name))})"
+        for name, how in zip(row_text.names, row_text.spellings, strict=True)
     ]
-    return "CONCAT('[', " + ", ',', ".join(parts) + ", ']')"
+    return "CONCAT('{', " + ", ',', ".join(parts) + ", '}')"
 
 
 class Queries:
@@ -200,6 +202,7 @@ class Queries:
         }
         quoted = {key: quote(value) for key, value in names.items()}
         quoted["key_column"] = keys.key_column if keys else UNKNOWN_KEYS
+        quoted["key_alone"] = keys.key_alone if keys else UNKNOWN_KEYS
         quoted["key_match"] = keys.key_match if keys else UNKNOWN_KEYS
         quoted["key_out"] = (keys or INT_KEYS).key_out.format(id=quoted["id"])
         quoted["row_interval_us"] = row_interval_us(workload, alias="")
@@ -210,7 +213,7 @@ class Queries:
         # % must reach MySQL as one.
         quoted["pending"] = workload.pending.replace("%", "%%") or "TRUE"
         quoted["check_columns"] = ", ".join(f"t.{quote(c)}" for c in workload.columns) or "NULL"
-        quoted["check_text"] = check_text(workload, row_text)
+        quoted["check_text"] = check_text(row_text)
         for name, expression in due_expressions(workload).items():
             quoted[name] = expression.replace("{fails}", quoted["fails"])
         quoted["class_filter"] = class_filter(workload, priority=False)

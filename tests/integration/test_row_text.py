@@ -51,8 +51,11 @@ def kinds_workload(settings, sql, names=NAMES):
 
 def pymysql_rows(rows: Rows) -> dict:
     """What PyMySQL's own decoding gives for the same statement's rows."""
-    args = {"batch": "[[1], [2], [3], [4]]"}
-    return {row[0]: row[1:] for row in rows.db.query(rows.queries.check_rows, args)}
+    args = {"keys": "[1, 2, 3, 4]"}
+    names = ("id", *NAMES)
+    return {
+        row[0]: dict(zip(names, row, strict=True)) for row in rows.db.query(rows.queries.check_rows, args)
+    }
 
 
 def test_every_covered_type_reads_as_pymysql_decodes_it(settings, sql, caplog):
@@ -64,8 +67,9 @@ def test_every_covered_type_reads_as_pymysql_decodes_it(settings, sql, caplog):
     expected = pymysql_rows(rows)
     assert sorted(got) == sorted(expected) == [1, 2, 3]
     for key in expected:
-        for name, value, wanted in zip(NAMES, got[key], expected[key], strict=True):
-            assert (type(value), value) == (type(wanted), wanted), (key, name)
+        assert list(got[key]) == ["id", *NAMES]  # every column by its name, the id column first
+        for name, wanted in expected[key].items():
+            assert (type(got[key][name]), got[key][name]) == (type(wanted), wanted), (key, name)
     rows.db.close()
 
 
@@ -93,7 +97,7 @@ def test_a_value_the_server_cannot_spell_is_read_row_by_row_not_lost(settings, s
         finally:
             cursor.execute(f"SET GLOBAL max_allowed_packet = {int(packet)}")
     got = rows.check_rows([1, 2, 3])
-    assert got == pymysql_rows(rows) and got[3][NAMES.index("tome")] == b"x" * 600000
+    assert got == pymysql_rows(rows) and got[3]["tome"] == b"x" * 600000
     assert "did not read as one string (2 of 3 rows in the text)" in caplog.text
     rows.db.close()
     rows.db.close()
@@ -107,5 +111,16 @@ def test_a_column_of_another_type_keeps_the_row_by_row_read(settings, sql, colum
         cursor.execute("INSERT INTO odd (id) VALUES (7)")
     rows = Rows(workload(settings, "odd", table="odd", id_column="id", columns=[name]), Database(settings))
     assert rows.table.row_text is None
-    assert rows.check_rows([7]) == {7: (None,)}
+    assert rows.check_rows([7]) == {7: {"id": 7, name: None}}
+    rows.db.close()
+
+
+def test_the_id_column_among_the_columns_is_one_key_either_way(settings, sql, caplog):
+    caplog.set_level(logging.INFO)
+    rows = Rows(kinds_workload(settings, sql, names=["id", "name"]), Database(settings))
+    wanted = {1: {"id": 1, "name": "plain"}, 2: {"id": 2, "name": None}}
+    assert rows.check_rows([1, 2]) == wanted  # one string
+    rows.db.execute("SET SESSION group_concat_max_len = 4")
+    assert rows.check_rows([1, 2]) == wanted  # row by row
+    assert "did not read as one string (" in caplog.text
     rows.db.close()
