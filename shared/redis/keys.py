@@ -94,8 +94,11 @@ class Keys:
         self.rate = f"{tag}:rate"  # STRING: the rate limit's arrival time, us on the Redis clock (pop.lua)
         self.running = f"{tag}:running"  # HASH worker -> checks it may be running (max_in_flight)
         # Groups (group_column, docs/groups.md; _lib.lua describes each): a group's entries wait
-        # in LIST group:<hex name>, its rate in STRING group:<hex name>:rate
+        # in LIST group:<hex name>
         self.group_prefix = f"{tag}:group:"
+        # HASH group -> its group_rate_limit's arrival time, us on the Redis clock (pop.lua); the
+        # field '~cursor' holds the cursor of the sweep that deletes the times that have passed
+        self.group_rates = f"{tag}:groups:rates"
         self.group_ring = f"{tag}:groups:ring"  # LIST of groups taken in turn
         self.groups_sleeping = f"{tag}:groups:sleeping"  # ZSET group -> ms its next token is due
         self.groups_full = f"{tag}:groups:full"  # SET of groups at group_max_in_flight

@@ -296,6 +296,7 @@ class Store:
                 k.priority_queue,
                 k.turns,
                 *k.group_keys(),
+                k.group_rates,
             ],
             [
                 limit,

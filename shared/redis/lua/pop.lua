@@ -17,6 +17,9 @@
 -- KEYS[13] turns       STRING  the rest's share of takes not handed out yet (a fraction of one)
 -- KEYS[14..21] the group keys (_lib.lua group_keys): a grouped workload's entries wait in its
 --          groups' lists, taken in turn (below)
+-- KEYS[22] group rates HASH  group -> its rate limit's arrival time (us on the Redis clock, as
+--          KEYS[5]), read and written once per round of visits; a field whose time has passed
+--          means nothing (a group's arrival is never before now) and is swept away (below)
 -- ARGV[1]  how many entries at most (0: only move what landed, e.g. at shutdown)
 -- ARGV[2]  1: take no reclaimed group (the caller is filling a batch it has begun elsewhere,
 --          another partition of the workload: a group must stay alone in its batch)
@@ -39,11 +42,14 @@
 --
 -- Groups: what the workload's limits allow comes from the groups in the ring in turn, each
 -- giving at most its fair share of the take (the take over the groups in the ring, at least 1),
--- its tokens (group_rate_limit, a cell rate as above, per group) and its room
+-- its tokens (group_rate_limit, a cell rate as above, per group, in KEYS[22]) and its room
 -- (group_max_in_flight). A group its limits hold back leaves the ring: for the sleeping set
 -- until its next token is due (woken by the first take after that, at most one take's worth
 -- each), or for the full set until an ack gives room. A visit costs O(1) whatever the number of
--- groups, and a take visits at most 2 x its size + 8 groups: O(batch).
+-- groups, and a take visits at most 2 x its size + 8 groups: O(batch). Each take that visits
+-- groups also reads about as many fields of KEYS[22] again (HSCAN, its cursor in the field
+-- '~cursor') and deletes those whose time has passed, so the hash holds about the groups whose
+-- tokens still run ahead of now, not every group ever seen.
 --
 -- The rate limit is a generic cell rate algorithm on the Redis clock (one clock for every
 -- host): each entry taken moves the arrival time 1/rate on; a take may run up to `burst`
@@ -196,19 +202,18 @@ if suspect == 0 and most_taken > #taken and (grouped or redis.call('EXISTS', g.r
   local visits_left = math.min(2 * ring, 2 * want + 8)
   local any_dropped = redis.call('EXISTS', KEYS[8]) == 1
   local drops_left = DROPS_PER_TAKE
-  local pairs_, popped_all = {}, 0
+  local pairs_, popped_all, visited_all = {}, 0, 0
+  local rates = KEYS[22]
   -- Rounds: the next groups of the ring at once, their tokens and room read in one command each;
-  -- per group visited, one LPOP (and an LLEN when it gave all it was asked, a SET of its tokens);
-  -- where each goes afterwards is written once per round.
+  -- per group visited, one LPOP (and an LLEN when it gave all it was asked); their tokens and
+  -- where each goes afterwards are written once per round.
   while #taken < most_taken and visits_left > 0 do
     local names = redis.call('LPOP', g.ring, visits_left)
     if not names then break end
-    local arrivals, runs = {}, {}
+    local arrivals, runs, spent = {}, {}, {}
     if grate > 0 then
-      for start = 1, #names, CHUNK do
-        local rate_keys = {}
-        for i = start, math.min(start + CHUNK - 1, #names) do rate_keys[#rate_keys + 1] = g.prefix .. names[i] .. ':rate' end
-        for _, value in ipairs(redis.call('MGET', unpack(rate_keys))) do arrivals[#arrivals + 1] = value end
+      for _, reply in ipairs(chunked('HMGET', rates, names)) do
+        for _, value in ipairs(reply) do arrivals[#arrivals + 1] = value end
       end
     end
     if gmost > 0 then
@@ -250,8 +255,8 @@ if suspect == 0 and most_taken > #taken and (grouped or redis.call('EXISTS', g.r
         until not more or skipped == 0 or wanted <= 0 or drops_left <= 0
         if got > 0 and grate > 0 then
           arrival = arrival + got * 1000000 / grate
-          redis.call('SET', list .. ':rate', string.format('%.0f', arrival), 'PX',
-            math.ceil((arrival - gnow + gahead) / 1000) + 1000)
+          spent[#spent + 1] = name
+          spent[#spent + 1] = string.format('%.0f', arrival)
         end
         if got > 0 and gmost > 0 then
           run = run + got
@@ -273,6 +278,8 @@ if suspect == 0 and most_taken > #taken and (grouped or redis.call('EXISTS', g.r
       end
     end
     visits_left = visits_left - visited
+    visited_all = visited_all + visited
+    if #spent > 0 then chunked('HSET', rates, spent, HASHTABLE) end
     local unvisited = {}  -- first next time, in their order
     for i = #names, visited + 1, -1 do unvisited[#unvisited + 1] = names[i] end
     if #unvisited > 0 then chunked('LPUSH', g.ring, unvisited) end
@@ -282,6 +289,20 @@ if suspect == 0 and most_taken > #taken and (grouped or redis.call('EXISTS', g.r
     if #again > 0 then chunked('RPUSH', g.ring, again) end
   end
   if popped_all > 0 then redis.call('DECRBY', g.waiting, popped_all) end
+  if grate == 0 then
+    if visited_all > 0 then redis.call('UNLINK', rates) end  -- no limit now: no tokens to keep
+  elseif visited_all > 0 then  -- the sweep: as many fields as groups visited, those long past go
+    local cursor = redis.call('HGET', rates, '~cursor') or '0'
+    local scan = redis.call('HSCAN', rates, cursor, 'COUNT', visited_all)
+    local past = {}
+    for i = 1, #scan[2], 2 do
+      local field, value = scan[2][i], tonumber(scan[2][i + 1])
+      -- (the fields '~' and '~cursor' are no group's: _lib.lua HASHTABLE, the cursor)
+      if value and value < gnow and string.sub(field, 1, 1) ~= '~' then past[#past + 1] = field end
+    end
+    if #past > 0 then chunked('HDEL', rates, past) end
+    redis.call('HSET', rates, '~cursor', scan[1])
+  end
   if #pairs_ > 0 then chunked('HSET', g.of, pairs_, HASHTABLE) end
   if #taken > 0 then
     held_back = false
