@@ -78,6 +78,22 @@ def test_groups_are_taken_in_turn_whatever_their_backlog(make_settings):
     assert len(taken) == 100
 
 
+def test_a_page_goes_to_its_groups_lists_in_order_and_groups_join_the_ring_in_order(make_settings):
+    settings = grouped(make_settings)
+    store = make_store(settings)
+    take_lease(settings)
+    page = [entry(1, "a"), entry(2, "b"), entry(3, "a"), entry(4, "c"), entry(5, "b"), entry(6, "a")]
+    assert store.push(TEST_LEADER, page).pushed == 6
+    ring = [group_name(name) for name in store.client.lrange(store.keys.group_ring, 0, -1)]
+    assert ring == ["a", "b", "c"]  # the order of each group's first entry
+    lists = {name: store.client.lrange(store.keys.group_list(name.encode().hex().upper().encode()), 0, -1)
+             for name in ring}  # fmt: skip
+    assert lists == {"a": [b"1:1000", b"3:1000", b"6:1000"], "b": [b"2:1000", b"5:1000"], "c": [b"4:1000"]}
+    store.push(TEST_LEADER, [entry(7, "c"), entry(8, "d")])  # c already waits: only d joins
+    assert [group_name(n) for n in store.client.lrange(store.keys.group_ring, 0, -1)] == ["a", "b", "c", "d"]
+    assert store.client.get(store.keys.groups_waiting) == b"8"
+
+
 def test_a_groups_rate_holds_over_workers_and_its_rows_wait_in_redis(make_settings):
     settings = grouped(make_settings, {"group_rate_limit": 5.0})
     store = make_store(settings)

@@ -140,11 +140,25 @@ for start = 3, #ARGV, CHUNK do
     elseif head then
       group_push_head(g, fresh, fresh_names)
     else
+      -- One RPUSH per group of this chunk, its entries in their order; a group whose list was
+      -- empty joins the ring, the groups in the order of their first entry.
+      local by_group, order = {}, {}
       for i, entry in ipairs(fresh) do
-        if redis.call('RPUSH', g.prefix .. fresh_names[i], entry) == 1 then
-          redis.call('RPUSH', g.ring, fresh_names[i])
+        local name = fresh_names[i]
+        local mine = by_group[name]
+        if not mine then
+          mine = {}
+          by_group[name] = mine
+          order[#order + 1] = name
         end
+        mine[#mine + 1] = entry
       end
+      local joining = {}
+      for _, name in ipairs(order) do
+        local mine = by_group[name]
+        if redis.call('RPUSH', g.prefix .. name, unpack(mine)) == #mine then joining[#joining + 1] = name end
+      end
+      if #joining > 0 then redis.call('RPUSH', g.ring, unpack(joining)) end
       redis.call('INCRBY', g.waiting, #fresh)
     end
     pushed = pushed + #fresh
