@@ -94,11 +94,15 @@ local function group_release(g, entries)
   if #still > 0 then chunked('HSET', g.running, still, HASHTABLE) end
   if #idle > 0 then chunked('HDEL', g.running, idle) end
   if redis.call('SCARD', g.full) == 0 then return end  -- usually: no group at its limit
-  local freed = {}
-  for _, name in ipairs(names) do
-    if redis.call('SREM', g.full, name) == 1 then freed[#freed + 1] = name end
+  local freed, at = {}, 0
+  for _, flags in ipairs(chunked('SMISMEMBER', g.full, names)) do
+    for _, flag in ipairs(flags) do
+      at = at + 1
+      if flag == 1 then freed[#freed + 1] = names[at] end
+    end
   end
   if #freed > 0 then
+    chunked('SREM', g.full, freed)
     chunked('RPUSH', g.ring, freed)
     group_wake(g)
   end
