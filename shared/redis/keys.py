@@ -97,7 +97,8 @@ class Keys:
         # in LIST group:<hex name>
         self.group_prefix = f"{tag}:group:"
         # HASH group -> its group_rate_limit's arrival time, us on the Redis clock (pop.lua); the
-        # field '~cursor' holds the cursor of the sweep that deletes the times that have passed
+        # field '~cursor' holds the cursor of the sweep that deletes the times that have passed,
+        # '~' makes it a hash table (_lib.lua HASHTABLE); it expires once all could have passed
         self.group_rates = f"{tag}:groups:rates"
         self.group_ring = f"{tag}:groups:ring"  # LIST of groups taken in turn
         self.groups_sleeping = f"{tag}:groups:sleeping"  # ZSET group -> ms its next token is due

@@ -25,8 +25,8 @@ end
 
 -- Groups (group_column, docs/groups.md): the block of eight keys a script names from KEYS[first]
 -- on, in the order shared/redis/keys.py `Keys.group_keys` gives them:
---   prefix   the group lists' common prefix: LIST prefix..hex holds a group's waiting entries,
---            STRING prefix..hex..':rate' its rate limit's arrival time (us on the Redis clock)
+--   prefix   the group lists' common prefix: LIST prefix..hex holds a group's waiting entries
+--            (their rate limits' arrival times are pop.lua's KEYS[22], a hash)
 --   ring     LIST  groups with entries waiting that their limits let go, in turn (round robin)
 --   sleeping ZSET  groups held back by their rate -> ms when their next token is due
 --   full     SET   groups held back by group_max_in_flight: an ack giving room moves them back
@@ -43,8 +43,8 @@ local function group_keys(first)
 end
 
 -- A field whose value is longer than hash-max-listpack-value (64 by default), written with the
--- fields of groups:of and groups:running: Redis then keeps those hashes as hash tables from the
--- first write. As listpacks (up to hash-max-listpack-entries: 512 on Debian's Redis 7.0) every
+-- fields of groups:of, groups:running and groups:rates: Redis then keeps those hashes as hash
+-- tables from the first write. As listpacks (up to hash-max-listpack-entries: 512 on Debian's Redis 7.0) every
 -- field written is a scan of the others: one take's HSET of 500 fields cost 3 ms, not 0.1.
 local HASHTABLE = {'~', string.rep('~', 80)}
 

@@ -19,7 +19,8 @@
 --          groups' lists, taken in turn (below)
 -- KEYS[22] group rates HASH  group -> its rate limit's arrival time (us on the Redis clock, as
 --          KEYS[5]), read and written once per round of visits; a field whose time has passed
---          means nothing (a group's arrival is never before now) and is swept away (below)
+--          means nothing (a group's arrival is never before now) and is swept away (below); the
+--          hash expires a second after its times could all have passed
 -- ARGV[1]  how many entries at most (0: only move what landed, e.g. at shutdown)
 -- ARGV[2]  1: take no reclaimed group (the caller is filling a batch it has begun elsewhere,
 --          another partition of the workload: a group must stay alone in its batch)
@@ -289,9 +290,7 @@ if suspect == 0 and most_taken > #taken and (grouped or redis.call('EXISTS', g.r
     if #again > 0 then chunked('RPUSH', g.ring, again) end
   end
   if popped_all > 0 then redis.call('DECRBY', g.waiting, popped_all) end
-  if grate == 0 then
-    if visited_all > 0 then redis.call('UNLINK', rates) end  -- no limit now: no tokens to keep
-  elseif visited_all > 0 then  -- the sweep: as many fields as groups visited, those long past go
+  if grate > 0 and visited_all > 0 then  -- the sweep: about as many fields as groups visited
     local cursor = redis.call('HGET', rates, '~cursor') or '0'
     local scan = redis.call('HSCAN', rates, cursor, 'COUNT', visited_all)
     local past = {}
@@ -302,6 +301,9 @@ if suspect == 0 and most_taken > #taken and (grouped or redis.call('EXISTS', g.r
     end
     if #past > 0 then chunked('HDEL', rates, past) end
     redis.call('HSET', rates, '~cursor', scan[1])
+    -- No time stored runs more than gahead past the take that wrote it (a visit takes at most
+    -- the tokens it has): once that has passed with no take writing, the hash means nothing.
+    redis.call('PEXPIRE', rates, math.ceil(gahead / 1000) + 1000)
   end
   if #pairs_ > 0 then chunked('HSET', g.of, pairs_, HASHTABLE) end
   if #taken > 0 then
