@@ -14,6 +14,6 @@ def sql_datetime(due_ms: int) -> str:
 
 
 def batch_json(rows) -> str:
-    """Rows (tuples of id, due_ms, ...) as the compact JSON array that JSON_TABLE reads (the
-    encoder writes tuples as arrays: no copy per row)."""
+    """Rows (tuples of id, due_ms, ...; or bare keys) as the compact JSON array that JSON_TABLE
+    reads (the encoder writes tuples as arrays: no copy per row)."""
     return json.dumps(rows if isinstance(rows, list) else list(rows), separators=(",", ":"))

@@ -12,7 +12,6 @@ time one is needed (`keys`), so every statement matches keys in the column's own
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -161,7 +160,7 @@ class Rows:
         """key -> its row as the check gets it (column name -> value: the id column and `columns`),
         for the rows of these keys (one statement: as one string when every column's type
         allows, rowtext.py)."""
-        args = {"keys": json.dumps(refs if isinstance(refs, list) else list(refs), separators=(",", ":"))}
+        args = {"keys": batch_json(refs)}  # bare keys: ["k1", "k2"]
         row_text = self.table.row_text
         if row_text is not None:
             (text, count), *_ = self.db.query(self.queries.check_rows_text, args)
