@@ -44,8 +44,9 @@ end
 
 -- A field whose value is longer than hash-max-listpack-value (64 by default), written with the
 -- fields of groups:of, groups:running and groups:rates: Redis then keeps those hashes as hash
--- tables from the first write. As listpacks (up to hash-max-listpack-entries: 512 on Debian's Redis 7.0) every
--- field written is a scan of the others: one take's HSET of 500 fields cost 3 ms, not 0.1.
+-- tables from the first write. As listpacks (up to hash-max-listpack-entries: 512 on Debian's
+-- Redis 7.0) every field written is a scan of the others: one take's HSET of 500 fields cost
+-- 3 ms, not 0.1.
 local HASHTABLE = {'~', string.rep('~', 80)}
 
 -- One idle worker is woken (at most one token waits: a woken worker that finds more work wakes
