@@ -60,6 +60,7 @@ def parse_int_entries(raw: list[bytes], low: int, high: int) -> tuple[list[Item]
     items: list[Item] = []
     malformed: list[bytes] = []
     append = items.append
+    new = tuple.__new__  # Item(...) without the Python frame of a NamedTuple's __new__
     for entry in raw:
         head, sep, tail = entry.partition(b":")
         if (
@@ -71,7 +72,7 @@ def parse_int_entries(raw: list[bytes], low: int, high: int) -> tuple[list[Item]
         ):
             row_id, due_ms = int(head), int(tail)
             if low <= row_id <= high and MIN_DUE_MS <= due_ms <= MAX_DUE_MS:
-                append(Item(entry, row_id, due_ms))
+                append(new(Item, (entry, row_id, due_ms)))
                 continue
         malformed.append(entry)
     return items, malformed

@@ -61,13 +61,13 @@ def row_interval_us(workload: Workload, alias: str = "t.") -> str:
 # Rows that came due together still spread, over 8 due times a write-back (a grid of
 # jitter * interval / 7), blurred by each write-back's own NOW(3); a row's step changes every cycle.
 JITTER_RUNS = 8
-_JITTER_SHIFT = 32 - (JITTER_RUNS.bit_length() - 1)  # the top bits of a CRC32 pick the step
-assert 1 << (32 - _JITTER_SHIFT) == JITTER_RUNS, "JITTER_RUNS must be a power of two"
+JITTER_SHIFT = 32 - (JITTER_RUNS.bit_length() - 1)  # the top bits of a CRC32 pick the step
+assert 1 << (32 - JITTER_SHIFT) == JITTER_RUNS, "JITTER_RUNS must be a power of two"
 
 
 def jitter_share(crc: int) -> float:
     """The share of `jitter` a row's interval is shortened by, from the CRC32 of its seed."""
-    return (crc >> _JITTER_SHIFT) / (JITTER_RUNS - 1)
+    return (crc >> JITTER_SHIFT) / (JITTER_RUNS - 1)
 
 
 def jittered_us(interval_us: str, seed: str) -> str:
@@ -76,7 +76,7 @@ def jittered_us(interval_us: str, seed: str) -> str:
     same on MySQL and MariaDB, and a replica computes what the primary did), and never shorter
     than min_interval: rows that came due together spread out again by themselves. The share is
     jitter_share()'s, in SQL."""
-    share = f"((CRC32({seed}) >> {_JITTER_SHIFT}) / {JITTER_RUNS - 1})"  # integers: as jitter_share()
+    share = f"((CRC32({seed}) >> {JITTER_SHIFT}) / {JITTER_RUNS - 1})"  # integers: as jitter_share()
     return f"GREATEST(%(min_interval_us)s, ROUND(({interval_us}) * (1 - %(jitter)s * {share})))"
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
 
 from recheck.shared.core.entries import Item
+from recheck.shared.core.keys import INT_KEYS, BinaryKeys, TextKeys
 from recheck.shared.mysql.sql import JITTER_RUNS, jitter_share
 from recheck.workers.checks import CheckShapeError, Outcome, batch_outcomes, check_kind, per_row
 from recheck.workers.writing.writeback import NextDue, split_outcomes
@@ -90,3 +93,27 @@ def test_a_write_backs_jittered_rows_land_on_a_few_due_times():
     gaps = sorted({row[3] for row in successes})
     assert gaps == [round(10_000_000 * (1 - 0.05 * k / (JITTER_RUNS - 1))) for k in range(JITTER_RUNS)][::-1]
     assert [jitter_share(c) for c in (0, 2**29 - 1, 2**29, 2**32 - 1)] == [0.0, 0.0, 1 / 7, 1.0]
+
+
+@pytest.mark.parametrize(
+    "keys, raw",
+    [
+        (INT_KEYS, [b"%d:%d" % (i, 1_764_000_000_000 + i % 1000) for i in (0, 7, 2**63, 2**64 - 1)]),
+        (TextKeys(), [b"%s:%d" % (text.encode().hex().upper().encode(), 5) for text in ("a", "été", "")]),
+        (BinaryKeys(16), [bytes(range(i, i + 16)).hex().upper().encode() + b":-12" for i in range(3)]),
+    ],
+)
+def test_a_rows_jitter_step_is_the_one_the_sql_hashes_from_its_key_and_due_time(keys, raw):
+    """The worker picks a success's step from its entry's CRC32; the SQL (failures, interval
+    columns) hashes CONCAT(v.row_key, ':', v.due_ms) of the batch it is sent: the same text for
+    every key kind, so both give a row the same step."""
+    items, malformed = keys.parse(raw)
+    assert not malformed and len(items) == len(raw)
+    due = NextDue(low=0, high=10**9, interval_us=10_000_000, jitter=0.3)
+    for after in (None, 20.0):
+        outcomes = [Outcome(True, "ok", after=after)] * len(items)
+        successes, _ = split_outcomes(items, outcomes, None, None, keys, due)
+        interval = 10_000_000 if after is None else 20_000_000
+        for item, row in zip(items, successes, strict=True):
+            seed = f"{keys.ref(item)}:{item.due_ms}".encode()  # what CONCAT prints from the batch
+            assert row[3] == round(interval * (1 - 0.3 * jitter_share(zlib.crc32(seed))))

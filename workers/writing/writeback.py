@@ -40,7 +40,7 @@ from recheck.shared.mysql.db import (
     error_code,
 )
 from recheck.shared.mysql.rows import Rows
-from recheck.shared.mysql.sql import jitter_share
+from recheck.shared.mysql.sql import JITTER_RUNS, JITTER_SHIFT, jitter_share
 from recheck.workers.checks import Outcome
 
 log = logging.getLogger(__name__)
@@ -97,9 +97,11 @@ class NextDue:
     jitter: float = 0.0
 
 
-def jittered(ref, due_ms: int, interval_us: int, due: NextDue) -> int:
-    share = jitter_share(crc32(f"{ref}:{due_ms}".encode()))
-    return max(due.low, round(interval_us * (1 - due.jitter * share)))
+def jitter_steps(interval_us: int, jitter: float, low: int) -> tuple[int, ...]:
+    """The JITTER_RUNS intervals a row's may become, by the top bits of its seed's CRC32 (an
+    index into them: crc32(seed) >> JITTER_SHIFT), never below `low`."""
+    return tuple(max(low, round(interval_us * (1 - jitter * jitter_share(step << JITTER_SHIFT))))
+                 for step in range(JITTER_RUNS))  # fmt: skip
 
 
 def split_outcomes(
@@ -117,8 +119,11 @@ def split_outcomes(
     successes: list[tuple] = []
     failures: list[tuple] = []
     ref = keys.ref
-    low, high = due.low, due.high
-    here = due.interval_us is not None and due.jitter > 0
+    low, high, jitter = due.low, due.high, due.jitter
+    here = due.interval_us is not None and jitter > 0
+    # The seed of a row's step is its entry: the key as the batch carries it (v.row_key), ':' and
+    # the due time, both as MySQL printed them (the SQL hashes CONCAT(v.row_key, ':', v.due_ms)).
+    steps = jitter_steps(due.interval_us, jitter, low) if here and due.interval_us is not None else ()
     for item, outcome in zip(items, outcomes, strict=True):
         key = ref(item)
         if not outcome.ok:
@@ -127,13 +132,13 @@ def split_outcomes(
         text = clip(outcome.text, result_limit)
         if outcome.after is not None:
             after_us = min(max(round(outcome.after * 1_000_000), low), high)
-        elif here and due.interval_us is not None:
-            after_us = due.interval_us
+            if here:
+                after_us = max(low, round(after_us * (1 - jitter * jitter_share(crc32(item.entry)))))
+        elif steps:
+            after_us = steps[crc32(item.entry) >> JITTER_SHIFT]
         else:  # the SQL's own interval
             successes.append((key, item.due_ms, text))
             continue
-        if here:
-            after_us = jittered(key, item.due_ms, after_us, due)
         successes.append((key, item.due_ms, text, after_us))
     return successes, failures
 
