@@ -119,6 +119,23 @@ def test_every_transition_once_and_nothing_for_a_result_that_stays(watched, make
     client.close()
 
 
+def test_a_batch_taken_out_of_key_order_records_each_row_under_its_own_key(watched, make_worker, sql):
+    """A write-back writes its successes in key order (the cheaper order for MySQL's indexes):
+    rows taken in another order (due here in the reverse order of their keys, so taken 20 first)
+    are still each recorded with their own result, the failures among them too."""
+    worker, client = make_worker(watched, url_states), Client(settings=watched)
+    for i in range(1, 21):
+        label = f"fail{i}" if i % 5 == 0 else f"r{i}"
+        query(sql, "UPDATE monitors SET url = %s, next_check_at = NOW(3) - INTERVAL %s SECOND WHERE id = %s",
+              (f"http://{label}.example/", i, i))  # fmt: skip
+    drain(worker, watched)
+    expected = [
+        (i, None, None, False, True) if i % 5 == 0 else (i, None, f"r{i}", False, False) for i in range(1, 21)
+    ]
+    assert sorted(feed(client)) == expected
+    client.close()
+
+
 def test_a_retried_write_records_nothing_twice(watched, make_worker, sql):
     """The write commits, then its connection dies before the reply: the worker retries the
     write (as after any lost connection), the retry is fenced out, and so are its transitions."""

@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from zlib import crc32
 
 import pymysql
@@ -45,6 +46,7 @@ from recheck.workers.checks import Outcome
 
 log = logging.getLogger(__name__)
 
+BY_KEY = itemgetter(0)  # a batch row's key (split_outcomes)
 CLOCK_REFRESH = 60.0  # seconds between readings of the database clock, for lateness figures
 # Lock waits a retry after a lost connection spends on its rows before deferring them: InnoDB
 # rolls back a crashed server's open transactions in the background after it restarts.
@@ -276,9 +278,14 @@ class WriteBack:
         )
         if not successes and not failures:
             return None
+        # Successes in key order: the UPDATE's join follows its JSON batch, so the rows' primary
+        # key pages and each jitter step's run in the due index are written in ascending order
+        # (MariaDB 0.6-1.1 us less per check in a drain, docs/performance.md). A stable sort.
+        successes.sort(key=BY_KEY)
         shown = None
         if workload.changes:  # the keys as the feed shows them, in the order of the two lists
-            ordered = [item for item, outcome in pairs if outcome.ok] + [i for i, o in pairs if not o.ok]
+            ok = sorted((item for item, outcome in pairs if outcome.ok), key=table.keys.ref)  # as above
+            ordered = ok + [item for item, outcome in pairs if not outcome.ok]
             shown = [str(table.keys.show(item.id)) for item in ordered]
         return WritePlan(self.rows, successes, failures, shown)
 
