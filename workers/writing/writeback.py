@@ -125,6 +125,9 @@ def split_outcomes(
     here = due.interval_us is not None and jitter > 0
     # The seed of a row's step is its entry: the key as the batch carries it (v.row_key), ':' and
     # the due time, both as MySQL printed them (the SQL hashes CONCAT(v.row_key, ':', v.due_ms)).
+    # That holds for every entry recheck makes (MySQL prints both parts; the scripts only move
+    # them); one spelled otherwise by hand ('007:5': the parsers accept it) gets another valid
+    # step than the SQL would give it, nothing worse.
     steps = jitter_steps(due.interval_us, jitter, low) if here and due.interval_us is not None else ()
     for item, outcome in zip(items, outcomes, strict=True):
         key = ref(item)
@@ -280,7 +283,8 @@ class WriteBack:
             return None
         # Successes in key order: the UPDATE's join follows its JSON batch, so the rows' primary
         # key pages and each jitter step's run in the due index are written in ascending order
-        # (MariaDB 0.6-1.1 us less per check in a drain, docs/performance.md). A stable sort.
+        # (MariaDB 0.6-1.1 us less per check in a drain, docs/performance.md). A stable sort; text
+        # keys go by their bytes' hex, which is their index's order only in a binary collation.
         successes.sort(key=BY_KEY)
         shown = None
         if workload.changes:  # the keys as the feed shows them, in the order of the two lists
