@@ -99,11 +99,14 @@ class NextDue:
     jitter: float = 0.0
 
 
+def jittered(interval_us: int, crc: int, jitter: float, low: int) -> int:
+    """An interval brought forward by the step of `jitter` a seed's CRC32 picks, never below `low`."""
+    return max(low, round(interval_us * (1 - jitter * jitter_share(crc))))
+
+
 def jitter_steps(interval_us: int, jitter: float, low: int) -> tuple[int, ...]:
-    """The JITTER_RUNS intervals a row's may become, by the top bits of its seed's CRC32 (an
-    index into them: crc32(seed) >> JITTER_SHIFT), never below `low`."""
-    return tuple(max(low, round(interval_us * (1 - jitter * jitter_share(step << JITTER_SHIFT))))
-                 for step in range(JITTER_RUNS))  # fmt: skip
+    """The JITTER_RUNS intervals a row's may become, indexed by crc32(seed) >> JITTER_SHIFT."""
+    return tuple(jittered(interval_us, step << JITTER_SHIFT, jitter, low) for step in range(JITTER_RUNS))
 
 
 def split_outcomes(
@@ -122,13 +125,13 @@ def split_outcomes(
     failures: list[tuple] = []
     ref = keys.ref
     low, high, jitter = due.low, due.high, due.jitter
-    here = due.interval_us is not None and jitter > 0
     # The seed of a row's step is its entry: the key as the batch carries it (v.row_key), ':' and
     # the due time, both as MySQL printed them (the SQL hashes CONCAT(v.row_key, ':', v.due_ms)).
     # That holds for every entry recheck makes (MySQL prints both parts; the scripts only move
     # them); one spelled otherwise by hand ('007:5': the parsers accept it) gets another valid
     # step than the SQL would give it, nothing worse.
-    steps = jitter_steps(due.interval_us, jitter, low) if here and due.interval_us is not None else ()
+    # No steps: the interval is the SQL's (an interval column, one-shot rows) or jitter is 0.
+    steps = jitter_steps(due.interval_us, jitter, low) if due.interval_us is not None and jitter > 0 else ()
     for item, outcome in zip(items, outcomes, strict=True):
         key = ref(item)
         if not outcome.ok:
@@ -137,8 +140,8 @@ def split_outcomes(
         text = clip(outcome.text, result_limit)
         if outcome.after is not None:
             after_us = min(max(round(outcome.after * 1_000_000), low), high)
-            if here:
-                after_us = max(low, round(after_us * (1 - jitter * jitter_share(crc32(item.entry)))))
+            if steps:
+                after_us = jittered(after_us, crc32(item.entry), jitter, low)
         elif steps:
             after_us = steps[crc32(item.entry) >> JITTER_SHIFT]
         else:  # the SQL's own interval
