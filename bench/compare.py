@@ -222,14 +222,44 @@ PRIVATE_MARIADB = (
 )
 
 
-def private_servers(settings: Workload, folder: Path, started: list, say) -> Workload:
+def split_cores(available: set[int], mysql_core: int) -> tuple[set[int], set[int]]:
+    """--mysql-core: (MariaDB's core, the cores left for everything else); ValueError unless the
+    core is one this process may run on and another one is left."""
+    if mysql_core not in available:
+        raise ValueError(f"core {mysql_core} is not one this process may run on ({sorted(available)})")
+    rest = available - {mysql_core}
+    if not rest:
+        raise ValueError("no other core is left for Redis, the dispatcher and the workers")
+    return {mysql_core}, rest
+
+
+def pin_threads(pid: int, cores: set[int]) -> None:
+    """Every thread of process `pid` onto `cores`; threads it starts later (a connection's) are
+    started by these and inherit it."""
+    import psutil
+
+    for thread in psutil.Process(pid).threads():
+        os.sched_setaffinity(thread.id, cores)
+
+
+def private_servers(
+    settings: Workload, folder: Path, started: list, say, mysql_core: int | None = None
+) -> Workload:
     """Start MariaDB and Redis of the benchmark's own from the machine's binaries; each server
-    goes into `started` as soon as it runs, for the caller to stop whatever happens next."""
+    goes into `started` as soon as it runs, for the caller to stop whatever happens next. With
+    `mysql_core`, MariaDB runs alone on that core and this process, and all it starts after
+    (Redis, the dispatcher, the workers, the peers), on the others: MySQL as on a host of its own."""
     from tests.support.servers import MariaDBServer, RedisServer
 
+    cores = split_cores(os.sched_getaffinity(0), mysql_core) if mysql_core is not None else None
+    if cores is not None:
+        os.sched_setaffinity(0, cores[1])
     mysql = MariaDBServer(folder / "mysql", extra=PRIVATE_MARIADB)
     started.append(mysql)
     mysql.start()
+    if cores is not None and mysql.process is not None:
+        pin_threads(mysql.process.pid, cores[0])
+        say(f"mariadbd alone on core {mysql_core}; everything else on cores {sorted(cores[1])}")
     cache = RedisServer(folder / "redis")
     started.append(cache)
     cache.start()
@@ -329,6 +359,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="start tuned MariaDB and Redis of its own (see docs/performance.md)",
     )
+    parser.add_argument(
+        "--mysql-core", type=int, default=None, metavar="N",
+        help="with --private: MariaDB alone on CPU core N, everything else on the other cores (MySQL "
+        "as on a host of its own, where its CPU per check is not its neighbours' contention)",
+    )  # fmt: skip
     return parser
 
 
@@ -390,17 +425,36 @@ def main(argv: list[str] | None = None) -> int:
             f"recheck bench: {ON_CLUSTER} starts a Redis Cluster of its own: add --private", file=sys.stderr
         )
         return 2
+    if args.mysql_core is not None:
+        if not args.private:
+            print("recheck bench: --mysql-core places the private MariaDB: add --private", file=sys.stderr)
+            return 2
+        try:
+            split_cores(os.sched_getaffinity(0), args.mysql_core)
+        except ValueError as error:
+            print(f"recheck bench: --mysql-core {args.mysql_core}: {error}", file=sys.stderr)
+            return 2
     return launch(
-        "bench", lambda settings: bench(settings.default_workload(), config, sizes, args.polls, args.private)
+        "bench",
+        lambda settings: bench(
+            settings.default_workload(), config, sizes, args.polls, args.private, args.mysql_core
+        ),
     )
 
 
-def bench(settings: Workload, config: BenchConfig, sizes: list[int], polls: int, private: bool) -> int:
+def bench(
+    settings: Workload,
+    config: BenchConfig,
+    sizes: list[int],
+    polls: int,
+    private: bool,
+    mysql_core: int | None = None,
+) -> int:
     servers: list = []
     folder = Path(tempfile.mkdtemp(prefix="recheck-servers-")) if private else None
     try:
         if folder is not None:
-            settings = private_servers(settings, folder, servers, print)
+            settings = private_servers(settings, folder, servers, print, mysql_core)
             if ON_CLUSTER in config.strategies:
                 from tests.support.servers import RedisCluster
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from bench.compare import main as bench_main
+from bench.compare import split_cores
 from bench.report import jobs_targets
 from bench.runs import ALONE, BenchConfig, Result
 from bench.stamps import (
@@ -110,3 +114,17 @@ def test_the_saturated_target_compares_handled_with_inserted_alone():
     (line,) = jobs_targets([alone, result("recheck", checks_per_second=4_000.0, inserts_per_second=9_000.0)],
                            config("jobs-saturated"))  # fmt: skip
     assert "0.40x" in line and line.endswith("MISSED")
+
+
+def test_the_mysql_core_is_split_from_the_others_and_refused_when_it_cannot_be(capsys):
+    """`recheck bench --private --mysql-core N`: MariaDB alone on N, the rest on the other cores;
+    a core this process may not use, or the only one, is refused before anything starts."""
+    assert split_cores({0, 1, 2, 3}, 2) == ({2}, {0, 1, 3})
+    with pytest.raises(ValueError, match="not one this process may run on"):
+        split_cores({0, 1}, 5)
+    with pytest.raises(ValueError, match="no other core"):
+        split_cores({0}, 0)
+    assert bench_main(["--mysql-core", "0", "--mode", "poll"]) == 2  # without --private
+    assert "add --private" in capsys.readouterr().err
+    assert bench_main(["--private", "--mysql-core", "4096", "--mode", "poll"]) == 2
+    assert "--mysql-core 4096: core 4096 is not one" in capsys.readouterr().err
