@@ -242,14 +242,12 @@ def pin_threads(pid: int, cores: set[int]) -> None:
         os.sched_setaffinity(thread.id, cores)
 
 
-def private_servers(
-    settings: Workload, folder: Path, started: list, say, mysql_core: int | None = None
-) -> Workload:
-    """Start MariaDB and Redis of the benchmark's own from the machine's binaries; each server
-    goes into `started` as soon as it runs, for the caller to stop whatever happens next. With
-    `mysql_core`, MariaDB runs alone on that core and this process, and all it starts after
-    (Redis, the dispatcher, the workers, the peers), on the others: MySQL as on a host of its own."""
-    from tests.support.servers import MariaDBServer, RedisServer
+def private_mariadb(folder: Path, started: list, say, mysql_core: int | None = None):
+    """Start the benchmark's own MariaDB (PRIVATE_MARIADB) from the machine's binaries; it goes
+    into `started` as soon as it runs, for the caller to stop whatever happens next. With
+    `mysql_core`, it runs alone on that core and this process, and all it starts after (Redis,
+    the dispatcher, the workers, the peers), on the others: MySQL as on a host of its own."""
+    from tests.support.servers import MariaDBServer
 
     cores = split_cores(os.sched_getaffinity(0), mysql_core) if mysql_core is not None else None
     if cores is not None:
@@ -260,6 +258,17 @@ def private_servers(
     if cores is not None and mysql.process is not None:
         pin_threads(mysql.process.pid, cores[0])
         say(f"mariadbd alone on core {mysql_core}; everything else on cores {sorted(cores[1])}")
+    return mysql
+
+
+def private_servers(
+    settings: Workload, folder: Path, started: list, say, mysql_core: int | None = None
+) -> Workload:
+    """Start MariaDB (private_mariadb) and Redis of the benchmark's own; each server goes into
+    `started` as soon as it runs."""
+    from tests.support.servers import RedisServer
+
+    mysql = private_mariadb(folder, started, say, mysql_core)
     cache = RedisServer(folder / "redis")
     started.append(cache)
     cache.start()

@@ -13,21 +13,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from bench.compare import PRIVATE_MARIADB, pin_threads, split_cores
+from bench.compare import private_mariadb
 from bench.procs import cpu_seconds
 from recheck.commands.init_db import init_db
 from recheck.commands.seed import seed
 from recheck.shared.config import Settings, Workload
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rows import Rows
-from recheck.shared.mysql.sql import interval_params, quote
+from recheck.shared.mysql.sql import JITTER_RUNS, Queries, interval_params, quote
+from recheck.workers.writing.writeback import jitter_steps
 
 DUE = "2026-01-01 00:00:00.000"  # every row's due time before a pass
 DUE_MS = 1_767_225_600_000  # the same, as the milliseconds after 1970-01-01 entries carry
@@ -61,10 +61,10 @@ def kinds(workload: Workload, write_success: str) -> Iterator[Kind]:
     w = workload
     table, key, due = quote(w.table), quote(w.id_column), quote(w.due_column)
     fails, error = quote(w.fail_column), quote(w.error_column)
-    steps = [round(params["interval_us"] * (1 - w.jitter * k / 7)) for k in range(8)]
+    steps = jitter_steps(params["interval_us"], w.jitter, params["min_interval_us"])  # the worker's 8
 
     def rows(batch: list[int], after: bool = False) -> dict:
-        found = [[k, DUE_MS, "ok", steps[k % 8]] if after else [k, DUE_MS, "ok"] for k in batch]
+        found = [[k, DUE_MS, "ok", steps[k % JITTER_RUNS]] if after else [k, DUE_MS, "ok"] for k in batch]
         return {"batch": json.dumps(found), **params}
 
     def keyed(batch: list[int], **more) -> dict:
@@ -94,22 +94,15 @@ def kinds(workload: Workload, write_success: str) -> Iterator[Kind]:
 
 def main(argv: list[str] | None = None) -> None:
     args = arguments(argv)
-    from tests.support.servers import MariaDBServer
-
-    cores = split_cores(os.sched_getaffinity(0), args.mysql_core) if args.mysql_core >= 0 else None
-    if cores is not None:
-        os.sched_setaffinity(0, cores[1])
     folder = Path(tempfile.mkdtemp(prefix="recheck-writecost-"))
-    server = MariaDBServer(folder / "mysql", extra=PRIVATE_MARIADB)
+    started: list = []
     try:
-        server.start()
+        server = private_mariadb(folder, started, print, args.mysql_core if args.mysql_core >= 0 else None)
         assert server.process is not None
-        pid = server.process.pid
-        if cores is not None:
-            pin_threads(pid, cores[0])
-        run(server.port, pid, args)
+        run(server.port, server.process.pid, args)
     finally:
-        server.kill()
+        for one in started:
+            one.kill()
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -117,7 +110,7 @@ def run(port: int, pid: int, args: argparse.Namespace) -> None:
     settings = Settings(_env_file=None, mysql_url=f"mysql://root@127.0.0.1:{port}/recheck")
     workload = settings.default_workload()
     admin = Database(workload, with_database=False)
-    admin.execute("CREATE DATABASE recheck")
+    admin.execute(Queries(workload).create_database)
     admin.close()
     init_db(workload, apply=True, say=lambda _: None)
     db = Database(workload)
@@ -128,7 +121,7 @@ def run(port: int, pid: int, args: argparse.Namespace) -> None:
     keys = [k for (k,) in db.query(f"SELECT {key} FROM {table} ORDER BY {key}")]
     measured = list(kinds(workload, rows.queries.write_success))
 
-    def one_pass(make: Callable[[list[int]], Statement]) -> tuple[float, int]:
+    def one_pass(make: Callable[[list[int]], Statement]) -> float:
         db.execute(f"UPDATE {table} SET {due} = %(due)s", {"due": DUE})
         time.sleep(1)  # the purge of that update's old versions, mostly
         before, written = cpu_seconds(pid) or 0.0, 0
@@ -137,14 +130,13 @@ def run(port: int, pid: int, args: argparse.Namespace) -> None:
             written += db.execute(sql, params)
         if written != len(keys):
             raise RuntimeError(f"{written:,} of {len(keys):,} rows written: a fence did not match")
-        return ((cpu_seconds(pid) or 0.0) - before) * 1e6 / len(keys), written
+        return ((cpu_seconds(pid) or 0.0) - before) * 1e6 / len(keys)
 
     one_pass(measured[0][1])  # warming up
     print(f"{args.rows:,} rows written in statements of {args.batch:,}; mariadbd CPU per row:")
     for number in range(1, args.rounds + 1):
         for name, make in measured:
-            per_row, _ = one_pass(make)
-            print(f"  round {number}  {name:40s} {per_row:5.2f} us", flush=True)
+            print(f"  round {number}  {name:40s} {one_pass(make):5.2f} us", flush=True)
     db.close()
 
 
