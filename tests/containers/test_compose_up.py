@@ -208,7 +208,8 @@ def test_compose_yaml_up_scaled_killed_scaled_down_and_torn_down(engine, cleanup
 
         with phase("scaled down to 2: the removed workers stop gracefully"):
             before = {c["Name"] for c in compose.containers("worker")}
-            follow = {name: podman.follow_logs(name, tmp_path / f"{name}.log") for name in before}
+            follow = {name: podman.attach_output(name, tmp_path / f"{name}.log") for name in before}
+            time.sleep(1)  # attached before the stop
             since = time.time()
             watch = Lateness(connect, "user_block_status")
             watch.start()
@@ -216,9 +217,9 @@ def test_compose_yaml_up_scaled_killed_scaled_down_and_torn_down(engine, cleanup
             removed = before - {c["Name"] for c in compose.containers("worker")}
             assert len(removed) == 2, removed
             exits = podman.exit_codes(since, removed)
-            for process in follow.values():  # `podman logs -f` ends with its container, once it has
-                try:  # copied the last lines: stopping it at once lost a worker's "stopped" line once
-                    process.wait(timeout=10)
+            for name, process in follow.items():  # an attach ends with its container, after its last line
+                try:
+                    process.wait(timeout=10 if name in removed else 0)
                 except subprocess.TimeoutExpired:
                     process.terminate()
                     process.wait(timeout=30)
