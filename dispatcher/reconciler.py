@@ -175,15 +175,26 @@ class OrphanCollector(Job):
     a one-shot workload's done rows older than keep_done."""
 
     trim_after: Key | None = None  # where the walk of done rows goes on (keep_done); None: from the first
+    CANDIDATES = 10_000  # in-flight ids judged per run and partition at most
 
-    def candidates(self, partition: int, cutoff_ms: int, limit: int = 1000) -> list[bytes]:
-        """id, due pairs in flight for a due time older than the cutoff (HSCAN: never blocks Redis)."""
+    def __init__(self, workload: Workload, db: Database, store: Store):
+        super().__init__(workload, db, store)
+        self.cursors: dict[int, int] = {}  # partition -> where the in-flight scan goes on
+
+    def candidates(self, partition: int, cutoff_ms: int) -> list[bytes]:
+        """id, due pairs in flight for a due time older than the cutoff, at most CANDIDATES a run
+        (HSCAN: never blocks Redis). The scan goes on where the last run stopped: under a backlog
+        older than orphan_after every queued id is a candidate, and starting over each run would
+        look at the same ones each time and never reach an orphan further on."""
         found: list[bytes] = []
-        for row_id, due in self.store.scan_in_flight(partition):
-            if int(due) < cutoff_ms:
-                found += [row_id, due]
-                if len(found) >= 2 * limit:
-                    break
+        key = self.store.partitions[partition].inflight
+        cursor = self.cursors.get(partition, 0)
+        while True:
+            cursor, part = self.store.client.hscan(key, cursor, count=1000)
+            found += [item for row_id, due in part.items() if int(due) < cutoff_ms for item in (row_id, due)]
+            if cursor == 0 or len(found) >= 2 * self.CANDIDATES:
+                break
+        self.cursors[partition] = cursor
         return found
 
     def run_once(self) -> list[Key]:
@@ -211,10 +222,14 @@ class OrphanCollector(Job):
 
     def release_part(self, partition: int, cutoff_ms: int) -> list[bytes]:
         candidates = self.candidates(partition, cutoff_ms)
-        if not candidates:
-            return []
         for _ in range(5):
-            released = self.store.release_orphans(partition, candidates, self.store.worker_ids(partition))
+            workers = self.store.worker_ids(partition)
+            # What is seen waiting or held is no orphan: only the rest goes to the one script that
+            # reads everything (orphans.lua), usually nothing.
+            candidates = self.store.not_seen_anywhere(partition, candidates, workers) if candidates else []
+            if not candidates:
+                return []
+            released = self.store.release_orphans(partition, candidates, workers)
             if released is not None:
                 return released
         return []  # workers kept changing; the next run will try again

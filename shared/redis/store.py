@@ -32,7 +32,7 @@ import itertools
 import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from functools import cache
+from functools import cache, partial
 from importlib import resources
 from typing import Any, NamedTuple, TypeVar
 
@@ -49,6 +49,7 @@ B = TypeVar("B", WorkerBeat, DispatcherBeat)
 DIED_ALONE = 1 << 20  # reclaims count: deaths + DIED_ALONE * deaths alone (reclaim.lua)
 SCRIPT_NAMES = ("dispatch", "pop", "ack", "reclaim", "orphans", "lease", "errors", "writeslot")
 DELETE_CHUNK = 1000
+LIST_CHUNK = 10_000  # items per LRANGE, ZRANGE or pipeline of a scan that must not block Redis
 NAME_SHOWN = 60  # characters of a group's name shown at most (status, logs)
 NULL_GROUP = "NULL"  # the group of rows whose group column is NULL (queries.sql; never hex)
 DROPPED_TTL_MS = 86_400_000  # as dispatch.lua's: a dropped entry nobody takes is forgotten after a day
@@ -133,6 +134,17 @@ def open_store(client: RedisClient, workload: Workload) -> Store:
         GroupLimit(workload.group_rate_limit, workload.group_max_in_flight) if workload.group_column else None
     )
     return Store(client, Keys.every_partition(workload), limits, priority_share=share, groups=groups)
+
+
+def in_chunks(read: Callable[[int, int], list[bytes]]) -> Iterator[list[bytes]]:
+    """A list or sorted set LIST_CHUNK items at a time: read(start, stop) is an LRANGE or ZRANGE
+    (inclusive), each a short command, until one comes back short."""
+    for start in itertools.count(0, LIST_CHUNK):
+        chunk = read(start, start + LIST_CHUNK - 1)
+        if chunk:
+            yield chunk
+        if len(chunk) < LIST_CHUNK:
+            return
 
 
 def soonest(waits: list[float]) -> float:
@@ -562,6 +574,58 @@ class Store:
     def scan_in_flight(self, partition: int) -> Iterator[tuple[bytes, bytes]]:
         """(id, due_ms) pairs in flight in one partition (HSCAN: never blocks Redis)."""
         return self.client.hscan_iter(self.partitions[partition].inflight, count=1000)
+
+    def not_seen_anywhere(
+        self, partition: int, candidates: Sequence[bytes], workers: Sequence[str]
+    ) -> list[bytes]:
+        """The candidate (id, due) pairs, flat as release_orphans takes them, still in flight for
+        that due time and not seen anywhere orphans.lua looks (the lists entries wait in, the
+        groups' included; the workers' sets and landing lists; quarantine), read LIST_CHUNK at a
+        time over many commands, so nothing blocks Redis for long. Not atomic: an entry moving
+        meanwhile may be missed (orphans.lua then decides), never seen where it is not. Under a
+        backlog older than orphan_after every queued id is a candidate: orphans.lua, which reads
+        all that waits in one script (3 s for 1,000,000 entries), gets only the few that may
+        really be orphans, usually none."""
+        k, client = self.partitions[partition], self.client
+        pairs = dict(zip(candidates[::2], candidates[1::2], strict=True))
+        waiting = {make_entry_text(key, due) for key, due in pairs.items()}
+
+        def lists() -> Iterator[list[bytes]]:
+            yield from in_chunks(partial(client.lrange, k.queue))
+            yield from in_chunks(partial(client.lrange, k.priority_queue))
+            for chunk in in_chunks(partial(client.lrange, k.suspects)):
+                yield [entry for batch in chunk for entry in batch.split(b" ")]
+            for names in self._waiting_groups(k):
+                pipe = client.pipeline(transaction=False)
+                for group in names:
+                    pipe.lrange(k.group_list(group), 0, -1)
+                yield from pipe.execute()
+            for worker in workers:
+                yield list(client.smembers(k.processing(worker)))
+                yield client.lrange(k.landing(worker), 0, -1)
+
+        for seen in lists():
+            waiting.difference_update(seen)
+            if not waiting:
+                return []
+        left = [key for key in pairs if make_entry_text(key, pairs[key]) in waiting]
+        quarantined = client.hmget(k.quarantine, left)
+        flying = client.hmget(k.inflight, left)
+        return [
+            part
+            for key, set_aside, due in zip(left, quarantined, flying, strict=True)
+            if set_aside is None and due == pairs[key]
+            for part in (key, due)
+        ]
+
+    def _waiting_groups(self, k: Keys) -> Iterator[list[bytes]]:
+        """The groups with entries waiting (ring, sleeping, full), at most LIST_CHUNK at a time."""
+        client = self.client
+        yield from in_chunks(partial(client.lrange, k.group_ring))
+        yield from in_chunks(partial(client.zrange, k.groups_sleeping))
+        full = list(client.sscan_iter(k.groups_full, count=LIST_CHUNK))
+        for start in range(0, len(full), LIST_CHUNK):
+            yield full[start : start + LIST_CHUNK]
 
     def release_orphans(
         self, partition: int, candidates: Sequence[bytes], workers: Sequence[str]
