@@ -7,6 +7,13 @@ worker takes --batch entries and acknowledges them, --polls times, through the r
 Per take: wall time (p50, p99) and redis-server's CPU (psutil, when the server runs on this
 machine). Flat figures from 10 to 100,000 groups mean a take costs O(batch) whatever the number
 of groups (docs/groups.md).
+
+Beside it, the "group state" column: Redis CPU per take of bench/groupstate.lua, the least work
+exact per-group limits need whatever the data structure (each group a take gives entries from has
+its tokens and its running count read and written, and the ack writes the count again), for as
+many distinct groups as one take touches (10 from 10 groups, 500 from 100,000). What a take costs
+above that floor is what recheck's structure adds; how the floor grows from 10 to 100,000 groups
+is what no structure can remove.
 """
 
 from __future__ import annotations
@@ -21,10 +28,11 @@ from bench.procs import cpu_seconds, pids_named
 from recheck.dispatcher.lease import Lease
 from recheck.shared.config import Workload
 from recheck.shared.redis.connection import connect_redis
-from recheck.shared.redis.store import Counts, open_store
+from recheck.shared.redis.store import Counts, Store, open_store
 
 OWNER = "bench-groups"
 PUSH_CHUNK = 10_000
+GROUP_STATE = Path(__file__).with_name("groupstate.lua")
 
 
 @dataclass
@@ -35,6 +43,7 @@ class TakeCost:
     wall_ms_p50: float
     wall_ms_p99: float
     redis_cpu_ms: float  # per take and its acknowledgement; -1 if the server is not on this machine
+    group_state_ms: float  # per take: groupstate.lua for the groups one take touches (-1 as above)
 
 
 def measure(settings: Workload, groups: int, rows: int, takes: int, batch: int) -> TakeCost:
@@ -55,6 +64,7 @@ def measure(settings: Workload, groups: int, rows: int, takes: int, batch: int) 
         taken += len(got)
     after = sum(cpu_seconds(pid) or 0.0 for pid in redis_pids)
     store.clear()
+    state_ms = group_state_cost(store, groups, takes, batch, redis_pids)
     walls.sort()
     return TakeCost(
         groups=groups,
@@ -63,7 +73,31 @@ def measure(settings: Workload, groups: int, rows: int, takes: int, batch: int) 
         wall_ms_p50=statistics.median(walls) * 1000,
         wall_ms_p99=walls[min(len(walls) - 1, int(len(walls) * 0.99))] * 1000,
         redis_cpu_ms=(after - before) * 1000 / takes if redis_pids else -1.0,
+        group_state_ms=state_ms,
     )
+
+
+def group_state_cost(store: Store, groups: int, takes: int, batch: int, redis_pids: list[int]) -> float:
+    """Redis CPU in ms per take of groupstate.lua: the tokens and running counts of the distinct
+    groups one take of `batch` touches (min(groups, batch), in turn as the takes reach them), in
+    two hashes of `groups` fields kept as hash tables (as recheck's)."""
+    client = store.client
+    tokens, room = "{bench-state}:tokens", "{bench-state}:room"  # one slot on a cluster
+    names = [f"{i:x}" for i in range(groups)]
+    for key in (tokens, room):
+        client.delete(key)
+        client.hset(key, "~", "~" * 80)  # a hash table from the first write (_lib.lua HASHTABLE)
+        for start in range(0, groups, PUSH_CHUNK):
+            client.hset(key, mapping=dict.fromkeys(names[start : start + PUSH_CHUNK], "1000000"))
+    script = client.register_script(GROUP_STATE.read_text())
+    touched = min(groups, batch)
+    before = sum(cpu_seconds(pid) or 0.0 for pid in redis_pids)
+    for take in range(takes):
+        first = take * touched
+        script(keys=[tokens, room], args=[names[(first + j) % groups] for j in range(touched)])
+    after = sum(cpu_seconds(pid) or 0.0 for pid in redis_pids)
+    client.delete(tokens, room)
+    return (after - before) * 1000 / takes if redis_pids else -1.0
 
 
 def run_group_bench(
@@ -81,10 +115,13 @@ def run_group_bench(
         say(f"  {groups:,} groups: {rows:,} ids, {takes} takes of {batch:,}")
         results.append(measure(settings, groups, rows, takes, batch))
     say("")
-    say(f"{'groups':>9} {'ids/take':>9} {'wall p50':>9} {'wall p99':>9} {'redis CPU':>10}")
+    heads = ("groups", "ids/take", "wall p50", "wall p99", "redis CPU")
+    say(" ".join(f"{head:>9}" for head in heads) + f" {'group state':>12}")
     for r in results:
         say(f"{r.groups:>9,} {r.ids_per_take:>9,.0f} {r.wall_ms_p50:>7.2f}ms {r.wall_ms_p99:>7.2f}ms "
-            f"{r.redis_cpu_ms:>8.2f}ms")  # fmt: skip
+            f"{r.redis_cpu_ms:>8.2f}ms {r.group_state_ms:>10.2f}ms")  # fmt: skip
+    say("redis CPU: a take and its ack; group state: the least of that exact per-group limits need")
+    say("(bench/groupstate.lua, for as many groups as one take touches)")
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"bench-groups-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(

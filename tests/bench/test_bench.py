@@ -11,8 +11,10 @@ import subprocess
 import tempfile
 
 import pytest
+from redis import Redis
 
 from bench.compare import ALL_STRATEGIES, BenchConfig, bench, run_bench
+from bench.groupcost import run_group_bench
 from bench.pollcost import run_poll_bench
 from bench.strategies import FLOOR, floor_slice
 
@@ -87,6 +89,22 @@ def test_a_poll_reads_one_page_at_each_size(settings, tmp_path):
     for result in results:
         assert result.ids_per_poll == settings.dispatch_batch
         assert settings.dispatch_batch <= result.index_rows_read <= settings.dispatch_batch + 2
+
+
+def test_the_group_bench_takes_whole_batches_and_measures_the_group_state_floor(settings, tmp_path):
+    said: list[str] = []
+    results = run_group_bench(
+        settings, [10, 3000], rows=6000, takes=40, batch=100, out=tmp_path, say=said.append
+    )
+    assert [r.groups for r in results] == [10, 3000]
+    for result in results:
+        assert result.ids_per_take == 100  # every take whole: the limits are set never to bind
+        assert result.redis_cpu_ms >= 0 and result.group_state_ms >= 0  # Redis runs on this machine
+    (written,) = tmp_path.glob("bench-groups-*.json")
+    assert "group_state_ms" in json.loads(written.read_text())["results"][0]
+    assert "group state" in "\n".join(said)
+    client = Redis.from_url(settings.deployment.redis_url)
+    assert not client.keys("{bench-state}*") and not client.keys("bench*")  # nothing left behind
 
 
 def test_private_servers_are_stopped_and_their_data_removed(settings, tmp_path, monkeypatch):
