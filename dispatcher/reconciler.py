@@ -182,19 +182,14 @@ class OrphanCollector(Job):
         self.cursors: dict[int, int] = {}  # partition -> where the in-flight scan goes on
 
     def candidates(self, partition: int, cutoff_ms: int) -> list[bytes]:
-        """id, due pairs in flight for a due time older than the cutoff, at most CANDIDATES a run
+        """id, due pairs in flight for a due time older than the cutoff, about CANDIDATES a run
         (HSCAN: never blocks Redis). The scan goes on where the last run stopped: under a backlog
         older than orphan_after every queued id is a candidate, and starting over each run would
         look at the same ones each time and never reach an orphan further on."""
-        found: list[bytes] = []
-        key = self.store.partitions[partition].inflight
         cursor = self.cursors.get(partition, 0)
-        while True:
-            cursor, part = self.store.client.hscan(key, cursor, count=1000)
-            found += [item for row_id, due in part.items() if int(due) < cutoff_ms for item in (row_id, due)]
-            if cursor == 0 or len(found) >= 2 * self.CANDIDATES:
-                break
-        self.cursors[partition] = cursor
+        self.cursors[partition], found = self.store.in_flight_before(
+            partition, cutoff_ms, cursor, self.CANDIDATES
+        )
         return found
 
     def run_once(self) -> list[Key]:
@@ -223,10 +218,16 @@ class OrphanCollector(Job):
     def release_part(self, partition: int, cutoff_ms: int) -> list[bytes]:
         candidates = self.candidates(partition, cutoff_ms)
         for _ in range(5):
+            if not candidates:
+                return []
             workers = self.store.worker_ids(partition)
-            # What is seen waiting or held is no orphan: only the rest goes to the one script that
-            # reads everything (orphans.lua), usually nothing.
-            candidates = self.store.not_seen_anywhere(partition, candidates, workers) if candidates else []
+            # What is seen waiting or held is no orphan. What the reads missed is read for again:
+            # an orphan stays unseen, an entry that moved past the reads is seen the second time.
+            # Only the rest goes to the one script that reads everything at once (orphans.lua).
+            for _ in range(2):
+                candidates = (
+                    self.store.not_seen_anywhere(partition, candidates, workers) if candidates else []
+                )
             if not candidates:
                 return []
             released = self.store.release_orphans(partition, candidates, workers)

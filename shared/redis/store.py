@@ -49,7 +49,8 @@ B = TypeVar("B", WorkerBeat, DispatcherBeat)
 DIED_ALONE = 1 << 20  # reclaims count: deaths + DIED_ALONE * deaths alone (reclaim.lua)
 SCRIPT_NAMES = ("dispatch", "pop", "ack", "reclaim", "orphans", "lease", "errors", "writeslot")
 DELETE_CHUNK = 1000
-LIST_CHUNK = 10_000  # items per LRANGE, ZRANGE or pipeline of a scan that must not block Redis
+LIST_CHUNK = 10_000  # items per LRANGE or ZRANGE of a scan that must not block Redis
+GROUP_CHUNK = 1_000  # groups' lists per pipeline of such a scan, and entries read from each at once
 NAME_SHOWN = 60  # characters of a group's name shown at most (status, logs)
 NULL_GROUP = "NULL"  # the group of rows whose group column is NULL (queries.sql; never hex)
 DROPPED_TTL_MS = 86_400_000  # as dispatch.lua's: a dropped entry nobody takes is forgotten after a day
@@ -136,14 +137,17 @@ def open_store(client: RedisClient, workload: Workload) -> Store:
     return Store(client, Keys.every_partition(workload), limits, priority_share=share, groups=groups)
 
 
-def in_chunks(read: Callable[[int, int], list[bytes]]) -> Iterator[list[bytes]]:
-    """A list or sorted set LIST_CHUNK items at a time: read(start, stop) is an LRANGE or ZRANGE
-    (inclusive), each a short command, until one comes back short."""
-    for start in itertools.count(0, LIST_CHUNK):
-        chunk = read(start, start + LIST_CHUNK - 1)
+def in_chunks(read: Callable[[int, int], list[bytes]], size: int = LIST_CHUNK) -> Iterator[list[bytes]]:
+    """A list `size` items at a time from its tail to its head: read(start, stop) is an LRANGE
+    (negative, inclusive indices), a short command each, until one comes back short. From the
+    tail because takes pop at the head: a pop between two reads moves nothing the reads have yet
+    to reach, where from the head it would shift an unread entry behind the next read; a push at
+    the tail only makes a read see some entries again."""
+    for stop in itertools.count(-1, -size):
+        chunk = read(stop - size + 1, stop)
         if chunk:
             yield chunk
-        if len(chunk) < LIST_CHUNK:
+        if len(chunk) < size:
             return
 
 
@@ -571,9 +575,19 @@ class Store:
         for index, part_ids in self._split(ids).items():
             self.client.hdel(self.partitions[index].reclaims, *part_ids)
 
-    def scan_in_flight(self, partition: int) -> Iterator[tuple[bytes, bytes]]:
-        """(id, due_ms) pairs in flight in one partition (HSCAN: never blocks Redis)."""
-        return self.client.hscan_iter(self.partitions[partition].inflight, count=1000)
+    def in_flight_before(
+        self, partition: int, cutoff_ms: int, cursor: int, most: int
+    ) -> tuple[int, list[bytes]]:
+        """(cursor, pairs): (id, due) pairs, flat, in flight in one partition for a due time before
+        `cutoff_ms`, from HSCAN's `cursor` on until about `most` are found (HSCAN's COUNT is a
+        hint: never blocks Redis) or the scan ends (cursor 0: the next call starts over)."""
+        found: list[bytes] = []
+        key = self.partitions[partition].inflight
+        while True:
+            cursor, part = self.client.hscan(key, cursor, count=1000)
+            found += [item for row_id, due in part.items() if int(due) < cutoff_ms for item in (row_id, due)]
+            if cursor == 0 or len(found) >= 2 * most:
+                return cursor, found
 
     def not_seen_anywhere(
         self, partition: int, candidates: Sequence[bytes], workers: Sequence[str]
@@ -582,10 +596,12 @@ class Store:
         that due time and not seen anywhere orphans.lua looks (the lists entries wait in, the
         groups' included; the workers' sets and landing lists; quarantine), read LIST_CHUNK at a
         time over many commands, so nothing blocks Redis for long. Not atomic: an entry moving
-        meanwhile may be missed (orphans.lua then decides), never seen where it is not. Under a
-        backlog older than orphan_after every queued id is a candidate: orphans.lua, which reads
-        all that waits in one script (3 s for 1,000,000 entries), gets only the few that may
-        really be orphans, usually none."""
+        meanwhile may be missed (orphans.lua then decides), never seen where it is not. Entries
+        are matched whole ("id:due"), where orphans.lua marks ids: an id waiting under another
+        due time (an entry superseded by `now`, until a take drops it) is left to the script.
+        Under a backlog older than orphan_after every queued id is a candidate: orphans.lua,
+        which reads all that waits in one script (3 s for 1,000,000 entries), gets only the few
+        that may really be orphans, usually none."""
         k, client = self.partitions[partition], self.client
         pairs = dict(zip(candidates[::2], candidates[1::2], strict=True))
         waiting = {make_entry_text(key, due) for key, due in pairs.items()}
@@ -595,14 +611,10 @@ class Store:
             yield from in_chunks(partial(client.lrange, k.priority_queue))
             for chunk in in_chunks(partial(client.lrange, k.suspects)):
                 yield [entry for batch in chunk for entry in batch.split(b" ")]
-            for names in self._waiting_groups(k):
-                pipe = client.pipeline(transaction=False)
-                for group in names:
-                    pipe.lrange(k.group_list(group), 0, -1)
-                yield from pipe.execute()
+            yield from self._group_lists(k)
             for worker in workers:
-                yield list(client.smembers(k.processing(worker)))
-                yield client.lrange(k.landing(worker), 0, -1)
+                yield list(client.sscan_iter(k.processing(worker), count=LIST_CHUNK))
+                yield from in_chunks(partial(client.lrange, k.landing(worker)))
 
         for seen in lists():
             waiting.difference_update(seen)
@@ -618,14 +630,28 @@ class Store:
             for part in (key, due)
         ]
 
-    def _waiting_groups(self, k: Keys) -> Iterator[list[bytes]]:
-        """The groups with entries waiting (ring, sleeping, full), at most LIST_CHUNK at a time."""
+    def _group_lists(self, k: Keys) -> Iterator[list[bytes]]:
+        """What waits in the groups' lists: the last GROUP_CHUNK entries of GROUP_CHUNK lists in
+        a pipeline, and a list longer than that again in chunks of its own. The groups are those
+        in the ring, sleeping or full, the ring read again last: a take wakes sleeping groups
+        and an ack frees full ones into it while the others are read."""
         client = self.client
-        yield from in_chunks(partial(client.lrange, k.group_ring))
-        yield from in_chunks(partial(client.zrange, k.groups_sleeping))
-        full = list(client.sscan_iter(k.groups_full, count=LIST_CHUNK))
-        for start in range(0, len(full), LIST_CHUNK):
-            yield full[start : start + LIST_CHUNK]
+        names: set[bytes] = set()
+        names.update(name for chunk in in_chunks(partial(client.lrange, k.group_ring)) for name in chunk)
+        names.update(name for chunk in in_chunks(partial(client.zrange, k.groups_sleeping)) for name in chunk)
+        names.update(client.sscan_iter(k.groups_full, count=LIST_CHUNK))
+        names.update(name for chunk in in_chunks(partial(client.lrange, k.group_ring)) for name in chunk)
+        ordered = list(names)
+        for start in range(0, len(ordered), GROUP_CHUNK):
+            pipe = client.pipeline(transaction=False)
+            part = ordered[start : start + GROUP_CHUNK]
+            for name in part:
+                pipe.lrange(k.group_list(name), -GROUP_CHUNK, -1)
+            for name, tail in zip(part, pipe.execute(), strict=True):
+                if len(tail) < GROUP_CHUNK:
+                    yield tail
+                else:  # a long list: all of it, a chunk at a time
+                    yield from in_chunks(partial(client.lrange, k.group_list(name)))
 
     def release_orphans(
         self, partition: int, candidates: Sequence[bytes], workers: Sequence[str]

@@ -160,6 +160,14 @@ def test_on_a_redis_cluster_the_scripts_keep_each_groups_limits(make_settings, t
         # acme's next token is due 0.2 s after the first (5/s): it is taken then, and only it
         assert wait_for(lambda: store.take("w2", 10).entries, 2, "acme's next token") == [b"2:1000"]
         assert store.queue_depth() == 2
+        # The orphan job's reads (a pipeline of the groups' lists) and its script on a cluster node.
+        inflight = store.partitions[0].inflight
+        store.client.hset(inflight, "77", "1000")  # in flight, waiting nowhere
+        cursor, flying = store.in_flight_before(0, 2000, 0, 100)
+        assert cursor == 0 and sorted(flying[::2]) == [b"2", b"3", b"4", b"77"]  # 1 and 9 were acked
+        left = store.not_seen_anywhere(0, flying, ["w1", "w2"])
+        assert left == [b"77", b"1000"]
+        assert store.release_orphans(0, left, store.worker_ids(0)) == [b"77"]
     finally:
         cluster.kill()
 

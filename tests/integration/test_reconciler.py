@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+
 from recheck.dispatcher.reconciler import OrphanCollector, Reclaimer, Sweeper
 from recheck.shared.core.entries import datetime_to_ms, make_entry, parse_entries
 from recheck.shared.mysql.db import Database
 from recheck.shared.redis.keys import Keys
+from recheck.shared.redis.store import GROUP_CHUNK
 from tests.support import checks
 from tests.support.helpers import (
     TEST_LEADER,
@@ -19,6 +22,7 @@ from tests.support.helpers import (
     seed_rows,
     take_lease,
 )
+from tests.support.servers import wait_for
 
 
 def job(cls, settings):
@@ -194,7 +198,7 @@ def queued_backlog(rds, keys, ids: range, due: int) -> None:
 
 def slow_scripts(rds) -> list[dict]:
     """The scripts Redis ran for 50 ms or more since the slow log was reset (its own clock)."""
-    return [e for e in rds.slowlog_get(100) if b"EVALSHA" in e["command"] or b"EVAL" in e["command"]]
+    return [e for e in rds.slowlog_get(100) if b"EVAL" in e["command"]]  # EVALSHA too
 
 
 def test_a_backlog_older_than_orphan_after_is_not_read_in_one_script_and_an_orphan_behind_it_is_found(
@@ -207,6 +211,7 @@ def test_a_backlog_older_than_orphan_after_is_not_read_in_one_script_and_an_orph
     keys = Keys(settings.deployment.key_prefix)
     old = 1000
     queued_backlog(rds, keys, range(1, 100_001), old)
+    threshold = rds.config_get("slowlog-log-slower-than")["slowlog-log-slower-than"]
     rds.config_set("slowlog-log-slower-than", 50_000)
     rds.slowlog_reset()
     try:
@@ -220,24 +225,58 @@ def test_a_backlog_older_than_orphan_after_is_not_read_in_one_script_and_an_orph
         assert released == [100_001]
         assert rds.hlen(keys.inflight) == 100_000 and rds.llen(keys.queue) == 100_000
     finally:
-        rds.config_set("slowlog-log-slower-than", 10_000)
+        rds.config_set("slowlog-log-slower-than", threshold)
 
 
 def test_ids_waiting_in_groups_lists_or_held_are_no_orphans(make_settings, rds):
-    settings = make_settings().evolve(group_column="tenant", group_rate_limit=5.0)
+    settings = make_settings().evolve(group_column="tenant", group_rate_limit=5.0, group_max_in_flight=1)
     keys = Keys(settings.deployment.key_prefix)
     store = make_store(settings)
     take_lease(settings)
     store.push(TEST_LEADER, [f"{i}:1000:{i % 300:X}".encode() for i in range(1, 3001)])  # 300 groups
+    store.push(TEST_LEADER, [f"{i}:1000:B16".encode() for i in range(5001, 7001)])  # one big group
     held = store.take("w1", 100).entries  # held by a worker that is registered
     rds.sadd(keys.workers, "w1")
-    rds.hset(keys.inflight, mapping={"9001": 1000, "9002": 1000})
+    assert rds.scard(keys.groups_full) > 0 and rds.llen(keys.group_ring) > 0  # at their room, and in turn
+    assert rds.llen(keys.group_list(b"B16")) > GROUP_CHUNK  # read in chunks
+    # One of each other place an entry can be: landing, the priority list, a reclaimed batch.
+    rds.hset(keys.inflight, mapping={"9001": 1000, "9002": 1000, "9003": 1000, "9004": 1000, "9005": 1000})
+    rds.rpush(keys.landing("w1"), make_entry(9003, 1000))
+    rds.rpush(keys.priority_queue, make_entry(9004, 1000))
+    rds.rpush(keys.suspects, make_entry(7, 1) + b" " + make_entry(9005, 1000))
     rds.hset(keys.quarantine, "9002", "set aside")  # set aside for quarantine: held too
     flying = [part for pair in rds.hgetall(keys.inflight).items() for part in pair]
     # Read in chunks, without the script: only the orphan is left for orphans.lua to judge.
     assert store.not_seen_anywhere(0, flying, ["w1"]) == [b"9001", b"1000"]
     assert job(OrphanCollector, settings).run_once() == [9001]
-    assert rds.hlen(keys.inflight) == 3001 and len(held) == 100
+    assert rds.hlen(keys.inflight) == 5004 and len(held) == 100
+
+
+def test_entries_taken_while_the_lists_are_read_are_seen_where_they_went(settings, rds):
+    """The reads go from each list's tail: takes pop at the head, and read from the head each pop
+    would shift an entry not read yet behind the next read (then orphans.lua reads everything)."""
+    keys = Keys(settings.deployment.key_prefix)
+    queued_backlog(rds, keys, range(1, 300_001), 1000)
+    rds.sadd(keys.workers, "w1")
+    candidates = [part for i in range(30, 300_001, 30) for part in (str(i).encode(), b"1000")]
+    taking, stop = make_store(settings), threading.Event()
+
+    def take() -> None:
+        while not stop.is_set():
+            taking.take("w1", 500)
+
+    thread = threading.Thread(target=take)
+    thread.start()
+    try:
+        wait_for(lambda: rds.scard(keys.processing("w1")) > 0, 10, "the takes under way")
+        before = rds.llen(keys.queue)
+        left = make_store(settings).not_seen_anywhere(0, candidates, ["w1"])
+        during = before - rds.llen(keys.queue)
+    finally:
+        stop.set()
+        thread.join()
+    assert during > 5_000, during  # entries went from the queue to the worker during the reads
+    assert left == []
 
 
 def test_the_sweep_leaves_rows_ahead_of_the_dispatchers_cursor_to_the_dispatcher(settings, sql, rds):
