@@ -31,9 +31,12 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -461,6 +464,7 @@ def bench(
 ) -> int:
     servers: list = []
     folder = Path(tempfile.mkdtemp(prefix="recheck-servers-")) if private else None
+    restore = stop_on_sigterm()
     try:
         if folder is not None:
             settings = private_servers(settings, folder, servers, print, mysql_core)
@@ -488,4 +492,20 @@ def bench(
             server.kill()
         if folder is not None:  # the private servers' data: over 1 GB a run, of no use afterwards
             shutil.rmtree(folder, ignore_errors=True)
+        restore()
     return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def stop_on_sigterm() -> Callable[[], object]:
+    """SIGTERM (`timeout`, `kill`, a CI job cancelled) stops a benchmark as Ctrl-C does, through
+    its `finally`: its private servers stopped and their gigabyte of data removed, where the
+    default action ended the process on the spot and left the data behind. Returns what puts the
+    previous handler back; nothing to do outside the main thread (signals reach only that one)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    return lambda: signal.signal(signal.SIGTERM, previous)

@@ -7,7 +7,10 @@ runs and is measured, and that the poll mode reads one index page per poll at tw
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -17,6 +20,7 @@ from bench.compare import ALL_STRATEGIES, BenchConfig, bench, run_bench
 from bench.groupcost import run_group_bench
 from bench.pollcost import run_poll_bench
 from bench.strategies import FLOOR, floor_slice
+from tests.support.helpers import REPO
 
 
 @pytest.mark.serial  # per-process CPU figures: once 0 for mariadbd beside 3 other test sessions
@@ -118,5 +122,29 @@ def test_private_servers_are_stopped_and_their_data_removed(settings, tmp_path, 
     )  # fmt: skip
     assert bench(settings, config, sizes=[5_000], polls=2, private=True) == 0
     assert list(scratch.iterdir()) == [], "the private servers' folder is left behind"
+    running = subprocess.run(["pgrep", "-f", str(scratch)], capture_output=True, text=True).stdout
+    assert running == "", f"private servers still running: {running}"
+
+
+def test_sigterm_stops_a_benchmark_with_its_private_servers_and_removes_their_data(tmp_path):
+    """`timeout`, `kill` or a cancelled CI job end a benchmark with SIGTERM: its default action
+    ended the process on the spot and left the private servers' gigabyte of data behind."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    command = [sys.executable, "-m", "bench", "--private", "--mode", "poll", "--sizes", "5000000",
+               "--polls", "5", "--out", str(tmp_path / "out")]  # fmt: skip
+    bench_run = subprocess.Popen(
+        command, cwd=REPO, env={**os.environ, "TMPDIR": str(scratch)}, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        for line in bench_run.stdout or ():
+            if line.startswith("private servers:"):  # both up, the table being filled
+                break
+        assert list(scratch.glob("recheck-servers-*")), "the private servers' folder"
+        bench_run.send_signal(signal.SIGTERM)
+        assert bench_run.wait(timeout=120) != 0
+    finally:
+        bench_run.kill()
+    assert list(scratch.glob("recheck-servers-*")) == [], "the private servers' folder is left behind"
     running = subprocess.run(["pgrep", "-f", str(scratch)], capture_output=True, text=True).stdout
     assert running == "", f"private servers still running: {running}"
