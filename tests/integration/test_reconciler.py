@@ -275,7 +275,7 @@ def test_entries_taken_while_the_lists_are_read_are_seen_where_they_went(setting
     finally:
         stop.set()
         thread.join()
-    assert during > 5_000, during  # entries went from the queue to the worker during the reads
+    assert during > 2_000, during  # entries went from the queue to the worker during the reads
     assert left == []
 
 
