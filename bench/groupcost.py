@@ -14,6 +14,12 @@ its tokens and its running count read and written, and the ack writes the count 
 many distinct groups as one take touches (10 from 10 groups, 500 from 100,000). What a take costs
 above that floor is what recheck's structure adds; how the floor grows from 10 to 100,000 groups
 is what no structure can remove.
+
+And the "one zset" column: Redis CPU per take and ack of bench/groupzset.lua, a prototype of
+another structure (every waiting entry of the workload in one sorted set scored by its group's
+turn, so a take is one pop whatever the groups), fed the same entries, for the same takes: what
+such a redesign could save, measured beside the real scripts (a lower bound: the prototype leaves
+out parking entries over their limits, drops, the dispatcher's side and the wake-ups).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from recheck.shared.redis.store import Counts, Store, open_store
 OWNER = "bench-groups"
 PUSH_CHUNK = 10_000
 GROUP_STATE = Path(__file__).with_name("groupstate.lua")
+ONE_ZSET = Path(__file__).with_name("groupzset.lua")
 
 
 @dataclass
@@ -44,6 +51,7 @@ class TakeCost:
     wall_ms_p99: float
     redis_cpu_ms: float  # per take and its acknowledgement; -1 if the server is not on this machine
     group_state_ms: float  # per take: groupstate.lua for the groups one take touches (-1 as above)
+    one_zset_ms: float  # per take and ack: groupzset.lua, the same takes from one sorted set (-1 as above)
 
 
 def measure(settings: Workload, groups: int, rows: int, takes: int, batch: int) -> TakeCost:
@@ -65,6 +73,7 @@ def measure(settings: Workload, groups: int, rows: int, takes: int, batch: int) 
     after = sum(cpu_seconds(pid) or 0.0 for pid in redis_pids)
     store.clear()
     state_ms = group_state_cost(store, groups, takes, batch, redis_pids)
+    zset_ms = one_zset_cost(store, entries, groups, takes, batch, redis_pids)
     walls.sort()
     return TakeCost(
         groups=groups,
@@ -74,6 +83,7 @@ def measure(settings: Workload, groups: int, rows: int, takes: int, batch: int) 
         wall_ms_p99=walls[min(len(walls) - 1, int(len(walls) * 0.99))] * 1000,
         redis_cpu_ms=(after - before) * 1000 / takes if redis_pids else -1.0,
         group_state_ms=state_ms,
+        one_zset_ms=zset_ms,
     )
 
 
@@ -100,6 +110,29 @@ def group_state_cost(store: Store, groups: int, takes: int, batch: int, redis_pi
     return (after - before) * 1000 / takes if redis_pids else -1.0
 
 
+def one_zset_cost(
+    store: Store, entries: list[bytes], groups: int, takes: int, batch: int, redis_pids: list[int]
+) -> float:
+    """Redis CPU in ms per take of `batch` and its ack through groupzset.lua, from `entries`
+    ("id:due:group") in one sorted set, each scored by its group's turn (its place in its group)."""
+    client = store.client
+    keys = [f"{{bench-zset}}:{name}" for name in ("waiting", "tokens", "running", "worker", "of")]
+    client.delete(*keys)
+    for key in keys[1:3] + keys[4:]:
+        client.hset(key, "~", "~" * 80)  # hash tables from the first write, as recheck's
+    for start in range(0, len(entries), PUSH_CHUNK):
+        part = range(start, min(start + PUSH_CHUNK, len(entries)))
+        client.zadd(keys[0], {entries[i]: i // groups for i in part})
+    script = client.register_script(ONE_ZSET.read_text())
+    before = sum(cpu_seconds(pid) or 0.0 for pid in redis_pids)
+    for _ in range(takes):
+        got = script(keys=keys, args=["take", batch])
+        script(keys=keys, args=["ack", *got])
+    after = sum(cpu_seconds(pid) or 0.0 for pid in redis_pids)
+    client.delete(*keys)
+    return (after - before) * 1000 / takes if redis_pids else -1.0
+
+
 def run_group_bench(
     settings: Workload, counts: list[int], rows: int, takes: int, batch: int, out: Path, say=print
 ) -> list[TakeCost]:
@@ -116,12 +149,13 @@ def run_group_bench(
         results.append(measure(settings, groups, rows, takes, batch))
     say("")
     heads = ("groups", "ids/take", "wall p50", "wall p99", "redis CPU")
-    say(" ".join(f"{head:>9}" for head in heads) + f" {'group state':>12}")
+    say(" ".join(f"{head:>9}" for head in heads) + f" {'group state':>12} {'one zset':>9}")
     for r in results:
         say(f"{r.groups:>9,} {r.ids_per_take:>9,.0f} {r.wall_ms_p50:>7.2f}ms {r.wall_ms_p99:>7.2f}ms "
-            f"{r.redis_cpu_ms:>8.2f}ms {r.group_state_ms:>10.2f}ms")  # fmt: skip
+            f"{r.redis_cpu_ms:>8.2f}ms {r.group_state_ms:>10.2f}ms {r.one_zset_ms:>7.2f}ms")  # fmt: skip
     say("redis CPU: a take and its ack; group state: the least of that exact per-group limits need")
-    say("(bench/groupstate.lua, for as many groups as one take touches)")
+    say("(bench/groupstate.lua, for as many groups as one take touches); one zset: the same takes and")
+    say("acks from one sorted set scored by each group's turn (bench/groupzset.lua, a prototype)")
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"bench-groups-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(
