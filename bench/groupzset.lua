@@ -11,6 +11,8 @@
 -- KEYS[5] of HASH (entry -> group, for the ack)
 -- ARGV[1] 'take' and ARGV[2] how many; or 'ack' and ARGV[2..] the entries
 -- Returns the entries taken, or how many were acknowledged.
+-- Standalone on purpose (not prefixed with _lib.lua): its ack restates what _lib.lua's
+-- group_release does with the running counts, so that the prototype measures only itself.
 local function tally(names)  -- the distinct groups in order, and how many entries each
   local order, count = {}, {}
   for _, name in ipairs(names) do
