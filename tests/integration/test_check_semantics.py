@@ -165,11 +165,13 @@ def test_slow_checks_in_flight_are_being_checked_not_late(make_settings, sql, pr
 def test_rows_just_taken_are_in_flight_for_status_before_the_next_full_heartbeat(make_settings, sql, procs):
     """Workers tell status which rows they hold in their heartbeats. A row taken just after a beat
     must not pass 1 s overdue unreported (counted as waiting: NOT FRESH): a lane that took rows
-    beats again at once. Heartbeats 5 s apart here, so only that early beat can tell."""
-    beats = {"heartbeat_interval": 5.0, "heartbeat_ttl": 15.0, "leader_ttl": 15.0}
+    beats again at once. Heartbeats 10 s apart here, so only that early beat can tell; each check
+    takes 8 s, so the rows stay in flight and overdue for about 7 s: a `recheck status` slow to
+    start on a loaded machine still lands in that window (with 4 s checks one CI run missed it)."""
+    beats = {"heartbeat_interval": 10.0, "heartbeat_ttl": 30.0, "leader_ttl": 30.0}
     settings = make_settings(**beats, concurrency=50, interval=60)
     worker = procs.start("worker", settings, env={"RECHECK_CHECK": "tests.support.checks:slow_row",
-                                                  "TEST_CHECK_SLEEP": "4"})  # fmt: skip
+                                                  "TEST_CHECK_SLEEP": "8"})  # fmt: skip
     wait_for(lambda: " started: " in procs.log_of(worker), 20, "the worker serving (its first beat sent)")
     # The dispatcher leading before the rows fall due: rows it has not pushed yet really wait (in
     # CI, a dispatcher still starting on a loaded machine let them pass 1 s overdue unpushed).
@@ -177,7 +179,7 @@ def test_rows_just_taken_are_in_flight_for_status_before_the_next_full_heartbeat
     wait_for(lambda: "is now the leader" in procs.log_of(dispatcher), 20, "the dispatcher leading")
     seed_rows(settings, 20, due_now=True)
     facts = wait_for(lambda: (f := only_workload(recheck("status", "--json", settings=settings).stdout))
-                     and f["overdue_1s"] >= 20 and f, 10, "the rows past 1 s overdue, in flight")  # fmt: skip
+                     and f["overdue_1s"] >= 20 and f, 20, "the rows past 1 s overdue, in flight")  # fmt: skip
     assert facts["overdue_waiting"] == 0 and facts["overdue_in_flight"] == 20, facts
     assert facts["fresh"]
 
