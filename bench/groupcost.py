@@ -54,6 +54,11 @@ class TakeCost:
     one_zset_ms: float  # per take and ack: groupzset.lua, the same takes from one sorted set (-1 as above)
 
 
+def redis_cpu_s(redis_pids: list[int]) -> float:
+    """The CPU seconds the redis-server processes have used so far (0 when none runs here)."""
+    return sum(cpu_seconds(pid) or 0.0 for pid in redis_pids)
+
+
 def measure(settings: Workload, groups: int, rows: int, takes: int, batch: int) -> TakeCost:
     store = open_store(connect_redis(settings.deployment), settings)
     store.clear()
@@ -62,7 +67,7 @@ def measure(settings: Workload, groups: int, rows: int, takes: int, batch: int) 
     for start in range(0, rows, PUSH_CHUNK):
         store.push(OWNER, entries[start : start + PUSH_CHUNK])
     redis_pids = pids_named("redis-server")
-    before = sum(cpu_seconds(pid) or 0.0 for pid in redis_pids)
+    before = redis_cpu_s(redis_pids)
     walls, taken = [], 0
     for _ in range(takes):
         started = time.perf_counter()
@@ -70,7 +75,7 @@ def measure(settings: Workload, groups: int, rows: int, takes: int, batch: int) 
         walls.append(time.perf_counter() - started)
         store.acknowledge("bench-worker", got, [], Counts(checked=len(got)), whole=True)
         taken += len(got)
-    after = sum(cpu_seconds(pid) or 0.0 for pid in redis_pids)
+    after = redis_cpu_s(redis_pids)
     store.clear()
     state_ms = group_state_cost(store, groups, takes, batch, redis_pids)
     zset_ms = one_zset_cost(store, entries, groups, takes, batch, redis_pids)
@@ -101,11 +106,11 @@ def group_state_cost(store: Store, groups: int, takes: int, batch: int, redis_pi
             client.hset(key, mapping=dict.fromkeys(names[start : start + PUSH_CHUNK], "1000000"))
     script = client.register_script(GROUP_STATE.read_text())
     touched = min(groups, batch)
-    before = sum(cpu_seconds(pid) or 0.0 for pid in redis_pids)
+    before = redis_cpu_s(redis_pids)
     for take in range(takes):
         first = take * touched
         script(keys=[tokens, room], args=[names[(first + j) % groups] for j in range(touched)])
-    after = sum(cpu_seconds(pid) or 0.0 for pid in redis_pids)
+    after = redis_cpu_s(redis_pids)
     client.delete(tokens, room)
     return (after - before) * 1000 / takes if redis_pids else -1.0
 
@@ -124,11 +129,11 @@ def one_zset_cost(
         part = range(start, min(start + PUSH_CHUNK, len(entries)))
         client.zadd(keys[0], {entries[i]: i // groups for i in part})
     script = client.register_script(ONE_ZSET.read_text())
-    before = sum(cpu_seconds(pid) or 0.0 for pid in redis_pids)
+    before = redis_cpu_s(redis_pids)
     for _ in range(takes):
         got = script(keys=keys, args=["take", batch])
         script(keys=keys, args=["ack", *got])
-    after = sum(cpu_seconds(pid) or 0.0 for pid in redis_pids)
+    after = redis_cpu_s(redis_pids)
     client.delete(*keys)
     return (after - before) * 1000 / takes if redis_pids else -1.0
 
