@@ -293,10 +293,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(see docs/performance.md).",
     )
     parser.add_argument(
-        "--mode", choices=("drain", "steady", "floor", "poll", "groups", *JOBS_MODES), default="drain",
+        "--mode", choices=("drain", "steady", "floor", "poll", "groups", "scripts", *JOBS_MODES),
+        default="drain",
         help="drain: all rows overdue (the floor first); steady: rows due over --interval; "
         "floor: the floor alone; poll: dispatcher cost per poll; groups: a worker's take as the "
-        "number of groups grows (--sizes: group counts); one-shot jobs on a queue table: "
+        "number of groups grows (--sizes: group counts); scripts: Redis' time per id in the "
+        "dispatch, take and ack scripts (--rows ids a round, --rounds); one-shot jobs on a queue table: "
         "jobs: a drain of --rows pending jobs; jobs-steady: --producers inserting one job per "
         "transaction at --rate jobs/s while the consumers run; jobs-saturated: the producers as fast "
         f"as they can, alone ({ALONE}) and then beside the consumers (docs/performance.md)",
@@ -307,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="poll: table sizes to measure at; groups: group counts (comma-separated)",
     )
     parser.add_argument("--polls", type=positive_int, default=200, help="poll: polls measured per size")
+    parser.add_argument("--rounds", type=positive_int, default=5, help="scripts: rounds measured")
     parser.add_argument("--rows", type=positive_int, default=1_000_000, help="rows in the table (default 1M)")
     parser.add_argument("--workers", type=positive_int, default=4, help="worker processes per strategy")
     parser.add_argument("--seconds", type=positive_float, default=20.0, help="measured time per strategy")
@@ -449,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     return launch(
         "bench",
         lambda settings: bench(
-            settings.default_workload(), config, sizes, args.polls, args.private, args.mysql_core
+            settings.default_workload(), config, sizes, args.polls, args.private, args.mysql_core, args.rounds
         ),
     )
 
@@ -461,6 +464,7 @@ def bench(
     polls: int,
     private: bool,
     mysql_core: int | None = None,
+    rounds: int = 5,
 ) -> int:
     servers: list = []
     folder = Path(tempfile.mkdtemp(prefix="recheck-servers-")) if private else None
@@ -482,9 +486,13 @@ def bench(
 
             run_poll_bench(settings, sizes, polls, config.out)
         elif config.mode == "groups":
-            from bench.groupcost import run_group_bench
+            from bench.rediscost.groupcost import run_group_bench
 
             run_group_bench(settings, sizes, config.rows, polls, config.batch, config.out)
+        elif config.mode == "scripts":
+            from bench.rediscost.scriptcost import run_script_bench
+
+            run_script_bench(settings, config.rows, rounds, config.batch, config.out)
         else:
             run_bench(settings, config)
     finally:

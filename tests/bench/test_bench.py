@@ -17,8 +17,9 @@ import pytest
 from redis import Redis
 
 from bench.compare import ALL_STRATEGIES, BenchConfig, bench, run_bench
-from bench.groupcost import run_group_bench
 from bench.pollcost import run_poll_bench
+from bench.rediscost.groupcost import run_group_bench
+from bench.rediscost.scriptcost import run_script_bench
 from bench.strategies import FLOOR, floor_slice
 from tests.support.helpers import REPO
 
@@ -109,6 +110,22 @@ def test_the_group_bench_takes_whole_batches_and_measures_the_group_state_floor(
     assert "group state" in "\n".join(said) and "one zset" in "\n".join(said)
     client = Redis.from_url(settings.deployment.redis_url)
     assert not client.keys("{bench-*") and not client.keys("bench*")  # nothing left behind
+
+
+def test_the_script_bench_moves_every_id_through_the_three_scripts_and_leaves_nothing(settings, tmp_path):
+    said: list[str] = []
+    small = settings.evolve(high_water=1500, dispatch_batch=500)  # pushes between takes, as a drain
+    results = run_script_bench(small, rows=6000, rounds=2, batch=400, out=tmp_path, say=said.append)
+    costs = {r.script: r for r in results}
+    assert list(costs) == ["dispatch", "pop", "ack", "all three"]
+    for cost in results:
+        assert 0 < cost.us_per_id_least <= cost.us_per_id_median, cost  # Redis counted each script
+    (written,) = tmp_path.glob("bench-scripts-*.json")
+    per_round = json.loads(written.read_text())["per_round"]
+    assert all(len(values) == 2 for values in per_round.values())
+    assert "all three" in "\n".join(said)
+    client = Redis.from_url(settings.deployment.redis_url)
+    assert not client.keys("*bench-scripts*")  # nothing left behind
 
 
 def test_private_servers_are_stopped_and_their_data_removed(settings, tmp_path, monkeypatch):

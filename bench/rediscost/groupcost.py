@@ -8,14 +8,14 @@ Per take: wall time (p50, p99) and redis-server's CPU (psutil, when the server r
 machine). Flat figures from 10 to 100,000 groups mean a take costs O(batch) whatever the number
 of groups (docs/groups.md).
 
-Beside it, the "group state" column: Redis CPU per take of bench/groupstate.lua, the least work
+Beside it, the "group state" column: Redis CPU per take of bench/rediscost/groupstate.lua, the least work
 exact per-group limits need whatever the data structure (each group a take gives entries from has
 its tokens and its running count read and written, and the ack writes the count again), for as
 many distinct groups as one take touches (10 from 10 groups, 500 from 100,000). What a take costs
 above that floor is what recheck's structure adds; how the floor grows from 10 to 100,000 groups
 is what no structure can remove.
 
-And the "one zset" column: Redis CPU per take and ack of bench/groupzset.lua, a prototype of
+And the "one zset" column: Redis CPU per take and ack of bench/rediscost/groupzset.lua, a prototype of
 another structure (every waiting entry of the workload in one sorted set scored by its group's
 turn, so a take is one pop whatever the groups), fed the same entries, for the same takes: what
 such a redesign could save, measured beside the real scripts (a lower bound: the prototype leaves
@@ -159,8 +159,9 @@ def run_group_bench(
         say(f"{r.groups:>9,} {r.ids_per_take:>9,.0f} {r.wall_ms_p50:>7.2f}ms {r.wall_ms_p99:>7.2f}ms "
             f"{r.redis_cpu_ms:>8.2f}ms {r.group_state_ms:>10.2f}ms {r.one_zset_ms:>7.2f}ms")  # fmt: skip
     say("redis CPU: a take and its ack; group state: the least of that exact per-group limits need")
-    say("(bench/groupstate.lua, for as many groups as one take touches); one zset: the same takes and")
-    say("acks from one sorted set scored by each group's turn (bench/groupzset.lua, a prototype)")
+    say("(bench/rediscost/groupstate.lua, for as many groups as one take touches); one zset: the same")
+    say("takes and acks from one sorted set scored by each group's turn (bench/rediscost/groupzset.lua,")
+    say("a prototype)")
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"bench-groups-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(
