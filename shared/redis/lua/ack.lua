@@ -66,27 +66,33 @@ local function release(from, to, completing)
   local count = 0
   for start = from, to, CHUNK do
     local stop = math.min(start + CHUNK - 1, to)
-    local ids, dues = {}, {}
+    local ids, dues, n = {}, {}, 0
     for i = start, stop do
       if held[i] then
         count = count + 1
-        local colon = string.find(ARGV[i], ':', 1, true)
+        local entry = ARGV[i]
+        local colon = find(entry, ':', 1, true)
         if colon then  -- a malformed entry has no id: it only leaves the worker's set
-          ids[#ids + 1] = string.sub(ARGV[i], 1, colon - 1)
-          dues[#dues + 1] = string.sub(ARGV[i], colon + 1)
+          n = n + 1
+          ids[n] = sub(entry, 1, colon - 1)
+          dues[n] = sub(entry, colon + 1)
         end
       end
     end
-    local current = #ids > 0 and redis.call('HMGET', KEYS[2], unpack(ids)) or {}
-    local released, pairs_ = {}, {}
-    for k = 1, #ids do
+    local current = n > 0 and redis.call('HMGET', KEYS[2], unpack(ids)) or {}
+    local record = completing and guarded
+    local released, pairs_, r = {}, {}, 0
+    for k = 1, n do
       if current[k] == dues[k] then
-        released[#released + 1] = ids[k]
-        pairs_[#pairs_ + 1] = ids[k]
-        pairs_[#pairs_ + 1] = dues[k]
+        r = r + 1
+        released[r] = ids[k]
+        if record then
+          pairs_[2 * r - 1] = ids[k]
+          pairs_[2 * r] = dues[k]
+        end
       end
     end
-    if #released > 0 then
+    if r > 0 then
       redis.call('HDEL', KEYS[2], unpack(released))
       if asked_again then
         local flags = redis.call('HMGET', KEYS[9], unpack(released))
@@ -98,7 +104,7 @@ local function release(from, to, completing)
         end
       end
       if completing and forgive then redis.call('HDEL', KEYS[5], unpack(released)) end
-      if completing and guarded then
+      if record then
         redis.call('HSET', KEYS[8], unpack(pairs_))
         redis.call('PEXPIRE', KEYS[8], 30000)
       end

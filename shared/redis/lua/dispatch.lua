@@ -67,27 +67,39 @@ local g = group_keys(10)
 for start = 3, #ARGV, CHUNK do
   local stop = math.min(start + CHUNK - 1, #ARGV)
   local ids, dues, entries, names = {}, {}, {}, {}
+  local n = 0
   for i = start, stop do
     local entry = ARGV[i]
-    local colon = string.find(entry, ':', 1, true)
-    local second = string.find(entry, ':', colon + 1, true)
-    ids[#ids + 1] = string.sub(entry, 1, colon - 1)
+    local colon = find(entry, ':', 1, true)
+    local second = find(entry, ':', colon + 1, true)
+    n = n + 1
+    ids[n] = sub(entry, 1, colon - 1)
     if second then  -- a grouped entry: its group is not part of what is queued
-      dues[#dues + 1] = string.sub(entry, colon + 1, second - 1)
-      entries[#entries + 1] = string.sub(entry, 1, second - 1)
-      names[#names + 1] = string.sub(entry, second + 1)
+      dues[n] = sub(entry, colon + 1, second - 1)
+      entries[n] = sub(entry, 1, second - 1)
+      names[n] = sub(entry, second + 1)
     else
-      dues[#dues + 1] = string.sub(entry, colon + 1)
-      entries[#entries + 1] = entry
+      dues[n] = sub(entry, colon + 1)
+      entries[n] = entry
     end
   end
   local held = redis.call('HMGET', KEYS[2], unpack(ids))
   local done = guarded and redis.call('HMGET', KEYS[6], unpack(ids)) or {}
   local fresh, pairs_, seen, moved, fresh_names = {}, {}, {}, {}, {}
-  for k = 1, #ids do
+  local f = 0
+  for k = 1, n do
     local id = ids[k]
     local superseded = false
-    if held[k] == dues[k] and budget > 0 and not seen[id] then
+    if not held[k] then  -- the usual case: not in flight
+      if done[k] ~= dues[k] and not seen[id] then
+        seen[id] = true
+        f = f + 1
+        fresh[f] = entries[k]
+        fresh_names[f] = names[k]
+        pairs_[2 * f - 1] = id
+        pairs_[2 * f] = dues[k]
+      end
+    elseif held[k] == dues[k] and budget > 0 and not seen[id] then
       local entry = entries[k]
       local scan = math.min(MOVE_SCAN, budget)
       budget = budget - scan
@@ -124,12 +136,13 @@ for start = 3, #ARGV, CHUNK do
         redis.call('PEXPIRE', KEYS[7], 600000)  -- an id reclaimed instead of released: forgotten
       end
     end
-    if (superseded or not held[k]) and done[k] ~= dues[k] and not seen[id] then
+    if superseded and done[k] ~= dues[k] and not seen[id] then
       seen[id] = true
-      fresh[#fresh + 1] = entries[k]
-      fresh_names[#fresh_names + 1] = names[k]
-      pairs_[#pairs_ + 1] = id
-      pairs_[#pairs_ + 1] = dues[k]
+      f = f + 1
+      fresh[f] = entries[k]
+      fresh_names[f] = names[k]
+      pairs_[2 * f - 1] = id
+      pairs_[2 * f] = dues[k]
     end
   end
   if #moved > 0 then redis.call('LPUSH', into, unpack(moved)) end

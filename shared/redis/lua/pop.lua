@@ -123,8 +123,12 @@ end
 local function pop_into(list, n)
   if n <= 0 then return end
   local more = redis.call('LPOP', list, n)
-  if more then
-    for _, entry in ipairs(more) do taken[#taken + 1] = entry end
+  if not more then return end
+  if #taken == 0 then
+    taken = more
+  else
+    local count = #taken
+    for i = 1, #more do taken[count + i] = more[i] end
   end
 end
 -- The priority list is read whatever ARGV[8] says: entries left there by a configuration that
