@@ -122,24 +122,12 @@ def redis_bytes_per_queued_id(settings: Workload, count: int = 100_000) -> float
     return (after - before) / count
 
 
-def run_bench(settings: Workload, config: BenchConfig, say=print) -> dict:
-    settings = settings.evolve(
-        **{
-            "table": JOBS_TABLE if config.is_jobs else "bench_rows",
-            "once": config.is_jobs,  # a one-shot workload: a success is done (bench/jobs.py)
-            "key_prefix": "bench",
-            "check": config.check,
-            "interval": config.interval if config.mode == "steady" else 86_400.0,
-            "concurrency": config.concurrency,
-            "worker_batch": config.batch,
-            "metrics_port": 0,
-            "dashboard_port": 0,
-        }
-    )
-    config.out.mkdir(parents=True, exist_ok=True)
-    log_dir = Path(tempfile.mkdtemp(prefix="recheck-bench-"))
-    keep_logs = False
-    results: list[Result] = []
+def run_strategies(
+    settings: Workload, config: BenchConfig, log_dir: Path, results: list[Result], crashed: list[str], say
+) -> None:
+    """Each strategy in turn, its Result appended to `results`, and its name to `crashed` if one
+    of its processes exited badly (their logs are in log_dir): both filled as it goes, so that an
+    interrupted run still knows."""
     for strategy in config.strategies:
         consumers = f" x {config.per_process()} consumers" if config.consumers else ""
         rows = f"{config.producers} producers" if config.producers else f"{config.rows:,} rows"
@@ -168,10 +156,10 @@ def run_bench(settings: Workload, config: BenchConfig, say=print) -> dict:
             run.stop()
         if config.is_drain:
             run.read_span()
-        crashed = {name: p.returncode for name, p in run.processes.items() if p.returncode not in (0, -15)}
-        if crashed:
-            keep_logs = True
-            say(f"  processes exited badly {crashed}; logs kept in {log_dir}")
+        bad = {name: p.returncode for name, p in run.processes.items() if p.returncode not in (0, -15)}
+        if bad:
+            crashed.append(strategy)
+            say(f"  processes exited badly {bad}; logs kept in {log_dir}")
         result = run.summary()
         results.append(result)
         if run.warmup_skipped:
@@ -187,6 +175,31 @@ def run_bench(settings: Workload, config: BenchConfig, say=print) -> dict:
             say(
                 "  its job had not finished enqueueing by the end: no read + enqueue figures (more --seconds)"
             )
+
+
+def run_bench(settings: Workload, config: BenchConfig, say=print) -> dict:
+    settings = settings.evolve(
+        **{
+            "table": JOBS_TABLE if config.is_jobs else "bench_rows",
+            "once": config.is_jobs,  # a one-shot workload: a success is done (bench/jobs.py)
+            "key_prefix": "bench",
+            "check": config.check,
+            "interval": config.interval if config.mode == "steady" else 86_400.0,
+            "concurrency": config.concurrency,
+            "worker_batch": config.batch,
+            "metrics_port": 0,
+            "dashboard_port": 0,
+        }
+    )
+    config.out.mkdir(parents=True, exist_ok=True)
+    log_dir = Path(tempfile.mkdtemp(prefix="recheck-bench-"))
+    results: list[Result] = []
+    crashed: list[str] = []
+    try:  # the processes' logs are kept only if one exited badly (interrupted or not)
+        run_strategies(settings, config, log_dir, results, crashed, say)
+    finally:
+        if not crashed:
+            shutil.rmtree(log_dir, ignore_errors=True)
     report = {
         "config": {**asdict(config), "out": str(config.out)},
         "machine": {
@@ -209,8 +222,6 @@ def run_bench(settings: Workload, config: BenchConfig, say=print) -> dict:
     say(f"\nJSON: {json_path}")
     png = plot(results, config, config.out / f"bench-{config.mode}-{stamp}.png")
     say(f"plot: {png}" if png else "plot: skipped (pip install 'recheck[bench]' for matplotlib)")
-    if not keep_logs:
-        shutil.rmtree(log_dir, ignore_errors=True)
     return report
 
 

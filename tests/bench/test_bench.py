@@ -143,25 +143,40 @@ def test_private_servers_are_stopped_and_their_data_removed(settings, tmp_path, 
     assert running == "", f"private servers still running: {running}"
 
 
-def test_sigterm_stops_a_benchmark_with_its_private_servers_and_removes_their_data(tmp_path):
+@pytest.mark.parametrize(
+    "mode, started",
+    [
+        (["--mode", "poll", "--sizes", "5000000", "--polls", "5"], "private servers:"),
+        # a drain also has its processes' log folder (kept only when one of them exits badly)
+        (
+            ["--mode", "drain", "--rows", "20000", "--strategies", "recheck", "--seconds", "60"],
+            "recheck: drain",
+        ),
+    ],
+    ids=["poll", "drain"],
+)
+def test_sigterm_stops_a_benchmark_with_its_private_servers_and_removes_their_data(tmp_path, mode, started):
     """`timeout`, `kill` or a cancelled CI job end a benchmark with SIGTERM: its default action
-    ended the process on the spot and left the private servers' gigabyte of data behind."""
+    ended the process on the spot and left the private servers' gigabyte of data behind (and a
+    drain's log folder)."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    command = [sys.executable, "-m", "bench", "--private", "--mode", "poll", "--sizes", "5000000",
-               "--polls", "5", "--out", str(tmp_path / "out")]  # fmt: skip
+    command = [sys.executable, "-m", "bench", "--private", *mode, "--out", str(tmp_path / "out")]
     bench_run = subprocess.Popen(
         command, cwd=REPO, env={**os.environ, "TMPDIR": str(scratch)}, stdout=subprocess.PIPE, text=True
     )
     try:
         for line in bench_run.stdout or ():
-            if line.startswith("private servers:"):  # both up, the table being filled
+            if line.startswith(started):  # the servers up (a drain: its processes starting)
                 break
         assert list(scratch.glob("recheck-servers-*")), "the private servers' folder"
+        if mode[1] == "drain":
+            assert list(scratch.glob("recheck-bench-*")), "the drain's log folder"
         bench_run.send_signal(signal.SIGTERM)
         assert bench_run.wait(timeout=120) != 0
     finally:
         bench_run.kill()
     assert list(scratch.glob("recheck-servers-*")) == [], "the private servers' folder is left behind"
+    assert list(scratch.glob("recheck-bench-*")) == [], "the processes' log folder is left behind"
     running = subprocess.run(["pgrep", "-f", str(scratch)], capture_output=True, text=True).stdout
     assert running == "", f"private servers still running: {running}"
