@@ -89,17 +89,8 @@ for start = 3, #ARGV, CHUNK do
   local f = 0
   for k = 1, n do
     local id = ids[k]
-    local superseded = false
-    if not held[k] then  -- the usual case: not in flight
-      if done[k] ~= dues[k] and not seen[id] then
-        seen[id] = true
-        f = f + 1
-        fresh[f] = entries[k]
-        fresh_names[f] = names[k]
-        pairs_[2 * f - 1] = id
-        pairs_[2 * f] = dues[k]
-      end
-    elseif held[k] == dues[k] and budget > 0 and not seen[id] then
+    local admit = not held[k]  -- the usual case: not in flight
+    if held[k] == dues[k] and budget > 0 and not seen[id] then
       local entry = entries[k]
       local scan = math.min(MOVE_SCAN, budget)
       budget = budget - scan
@@ -130,13 +121,13 @@ for start = 3, #ARGV, CHUNK do
         redis.call('SADD', KEYS[8], id .. ':' .. held[k])
         redis.call('PEXPIRE', KEYS[8], DROPPED_TTL_MS)
         redis.call('HDEL', KEYS[7], id)  -- the new entry is the check asked for
-        superseded = true
+        admit = true  -- superseded
       else
         redis.call('HSET', KEYS[7], id, 1)
         redis.call('PEXPIRE', KEYS[7], 600000)  -- an id reclaimed instead of released: forgotten
       end
     end
-    if superseded and done[k] ~= dues[k] and not seen[id] then
+    if admit and done[k] ~= dues[k] and not seen[id] then
       seen[id] = true
       f = f + 1
       fresh[f] = entries[k]
