@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 
 import pytest
 from redis import Redis
@@ -126,6 +127,30 @@ def test_the_script_bench_moves_every_id_through_the_three_scripts_and_leaves_no
     assert "all three" in "\n".join(said)
     client = Redis.from_url(settings.deployment.redis_url)
     assert not client.keys("*bench-scripts*")  # nothing left behind
+
+
+def test_the_script_bench_says_when_other_clients_ran_scripts_meanwhile(settings, tmp_path):
+    """INFO commandstats counts every client's scripts: on a shared Redis the figures include
+    theirs, and the bench must say so rather than print them as its own."""
+    client = Redis.from_url(settings.deployment.redis_url)
+    other = client.register_script("return 1")
+    done = threading.Event()
+
+    def neighbour() -> None:
+        while not done.is_set():
+            other()
+
+    thread = threading.Thread(target=neighbour)
+    thread.start()
+    said: list[str] = []
+    try:
+        run_script_bench(settings, rows=3000, rounds=1, batch=500, out=tmp_path, say=said.append)
+    finally:
+        done.set()
+        thread.join()
+    (written,) = tmp_path.glob("bench-scripts-*.json")
+    assert json.loads(written.read_text())["foreign_calls"] > 0
+    assert any("other clients ran" in line for line in said), said
 
 
 def test_private_servers_are_stopped_and_their_data_removed(settings, tmp_path, monkeypatch):
