@@ -5,9 +5,9 @@ does: pushed in pages of the dispatcher's size while fewer than high_water wait,
 worker --batch at a time, each take acknowledged whole as a batch worker does. Per script and
 id: the time Redis itself counts for the script calls (`INFO commandstats`, EVALSHA's usec: the
 Lua and the commands it runs), which works on any Redis, local or not (other clients' scripts
-would be counted too: it says when there were any). Rounds are reported by
-their median and their least: on a shared machine the least is the figure other work disturbed
-least, and two trees are compared run against run, alternating (docs/performance.md).
+would be counted too: it says when there were any). Rounds are reported by their median and
+their least: on a shared machine the least is the figure other work disturbed least, and two
+trees are compared run against run, alternating (docs/performance.md).
 """
 
 from __future__ import annotations
