@@ -218,16 +218,13 @@ class OrphanCollector(Job):
     def release_part(self, partition: int, cutoff_ms: int) -> list[bytes]:
         candidates = self.candidates(partition, cutoff_ms)
         for _ in range(5):
-            if not candidates:
-                return []
             workers = self.store.worker_ids(partition)
             # What is seen waiting or held is no orphan. What the reads missed is read for again:
             # an orphan stays unseen, an entry that moved past the reads is seen the second time.
             # Only the rest goes to the one script that reads everything at once (orphans.lua).
             for _ in range(2):
-                candidates = (
-                    self.store.not_seen_anywhere(partition, candidates, workers) if candidates else []
-                )
+                if candidates:
+                    candidates = self.store.not_seen_anywhere(partition, candidates, workers)
             if not candidates:
                 return []
             released = self.store.release_orphans(partition, candidates, workers)

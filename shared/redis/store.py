@@ -138,11 +138,11 @@ def open_store(client: RedisClient, workload: Workload) -> Store:
 
 
 def in_chunks(read: Callable[[int, int], list[bytes]], size: int = LIST_CHUNK) -> Iterator[list[bytes]]:
-    """A list `size` items at a time from its tail to its head: read(start, stop) is an LRANGE
-    (negative, inclusive indices), a short command each, until one comes back short. From the
-    tail because takes pop at the head: a pop between two reads moves nothing the reads have yet
-    to reach, where from the head it would shift an unread entry behind the next read; a push at
-    the tail only makes a read see some entries again."""
+    """A list (or sorted set) `size` items at a time from its tail to its head: read(start, stop)
+    is an LRANGE (or ZRANGE: negative, inclusive indices), a short command each, until one comes
+    back short. From the tail because takes pop at the head: a pop between two reads moves nothing
+    the reads have yet to reach, where from the head it would shift an unread entry behind the
+    next read; a push at the tail only makes a read see some entries again."""
     for stop in itertools.count(-1, -size):
         chunk = read(stop - size + 1, stop)
         if chunk:
