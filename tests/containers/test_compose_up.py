@@ -121,20 +121,28 @@ def show_logs(compose: Compose) -> None:
     print(logs.stdout[-20000:], logs.stderr[-3000:])
 
 
-def holding_rows(compose) -> str | None:
-    """The name of worker 1 or 2 if it holds rows right now (its processing set in Redis is not
-    empty), or None: a worker between two takes holds none, and killing it would test nothing.
-    A worker's id starts with its hostname, the container's short id."""
-    script = "for k in $(redis-cli --scan --pattern '*processing:*'); do echo $k $(redis-cli scard $k); done"
-    out = compose("exec", "-T", "redis", "sh", "-c", script).stdout
-    holders = [
-        line.split()[0].rsplit("processing:", 1)[1] for line in out.splitlines() if line.split()[-1] != "0"
-    ]
-    # Of the two that scaling down to 2 keeps (compose removes the highest numbers): the next
-    # phase stops the other two gracefully.
+def frozen_holder(compose, podman) -> str | None:
+    """The name of worker 1 or 2, frozen (`podman pause`) while it holds rows (its processing set
+    in Redis is not empty), or None. Frozen, it can finish nothing: what it held when seen is what
+    it holds when killed (a worker seen holding rows, then killed a moment later, could have
+    acknowledged them all in between and been killed holding none, which tests nothing). One of
+    the two that scaling down to 2 keeps (compose removes the highest numbers): the next phase
+    stops the other two gracefully. A worker's id starts with its hostname, the container's short
+    id."""
     for container in sorted(compose.containers("worker"), key=lambda c: c["Name"])[:2]:
-        if any(worker.startswith(container["ID"][:12]) for worker in holders):
-            return container["Name"]
+        name, host = container["Name"], container["ID"][:12]
+        script = f"for k in $(redis-cli --scan --pattern '*processing:{host}*'); do redis-cli scard $k; done"
+        podman("pause", name)
+        holds = False
+        try:
+            holds = any(
+                count != "0" for count in compose("exec", "-T", "redis", "sh", "-c", script).stdout.split()
+            )
+        finally:
+            if not holds:
+                podman("unpause", name)
+        if holds:
+            return name
     return None
 
 
@@ -206,8 +214,10 @@ def test_compose_yaml_up_scaled_killed_scaled_down_and_torn_down(engine, cleanup
             watch = Lateness(connect, "user_block_status")
             watch.start()
             time.sleep(2)
-            victim = wait_for(lambda: holding_rows(compose), 10, "a worker holding rows", interval=0.2)
-            podman("kill", "--signal", "KILL", victim)
+            victim = wait_for(
+                lambda: frozen_holder(compose, podman), 20, "a worker holding rows", interval=0.2
+            )
+            podman("kill", "--signal", "KILL", victim)  # frozen: killed holding what it was seen holding
             reclaimed = re.compile(r"stopped heartbeating; reclaimed (\d+) ids")
             found = wait_for(
                 lambda: reclaimed.search(dispatcher_logs(compose)),
