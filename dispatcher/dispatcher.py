@@ -105,10 +105,16 @@ class DuePusher:
             return 0
         keys = self.learn_keys()
         wanted = [key for key in (keys.decode(head) for head in asked) if key is not None]
+        # Two paths push these rows: this one and the dispatch pages (the rows are due now). A
+        # worker may check, write and acknowledge a row between one path's read and its push:
+        # the guard, set before this read and kept a GUARD_TTL after this push, has acks record
+        # completions meanwhile, and either push skips what completed after it read (dispatch.lua).
+        self.store.begin_guard("asked", GUARD_TTL_MS)
         entries = self.rows.due_entries(wanted)
         if not entries:
             return 0
         pushed, _, _ = self.store.push(self.owner, entries, head=True)
+        self.store.begin_guard("asked", GUARD_TTL_MS)  # renewed: a page read before this push
         if pushed < 0:
             raise NotLeader(self.owner)
         self.metrics.dispatched.inc(pushed)

@@ -80,7 +80,12 @@ class Keys:
         # holds its guard key; meanwhile acks record what they completed, and pushes skip it.
         self.sweep_guard = f"{tag}:guard:sweep"  # STRING with a TTL
         self.dispatch_guard = f"{tag}:guard:dispatch"  # STRING with a TTL
-        self.completed = f"{tag}:completed"  # HASH id -> due_ms completed during a guarded pass
+        # The asked job's (`now`): set before it reads, kept GUARD_TTL after its push, so that a
+        # page that read the same rows before that push finds what completed after it.
+        self.asked_guard = f"{tag}:guard:asked"  # STRING with a TTL
+        # HASH id -> due_ms completed during a guarded pass, one per 10 s window of the Redis
+        # clock: completed:<unix seconds // 10>, gone when the window after next ends (_lib.lua)
+        self.completed = f"{tag}:completed"
         self.errors = f"{tag}:errors"  # HASH normalised error -> JSON {count, first, last, examples}
         self.errors_seen = f"{tag}:errors:seen"  # ZSET normalised error -> last seen (eviction order)
         self.freshness = f"{tag}:freshness"  # STRING JSON: the latest freshness sample, with a TTL

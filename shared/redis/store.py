@@ -249,7 +249,7 @@ class Store:
         return max(dues, default=None)  # only after a rewind: rare
 
     def _guard_key(self, keys: Keys, name: str) -> str:
-        return {"sweep": keys.sweep_guard, "dispatch": keys.dispatch_guard}[name]
+        return {"sweep": keys.sweep_guard, "dispatch": keys.dispatch_guard, "asked": keys.asked_guard}[name]
 
     def begin_guard(self, name: str, ttl_ms: int) -> None:
         """A pass rereading rows that may be in flight starts: acks record what completes."""
@@ -437,7 +437,7 @@ class Store:
                 "ack",
                 [k.processing(worker), k.inflight, k.queue, k.stats, k.reclaims, k.sweep_guard,
                  k.dispatch_guard, k.completed, k.again, k.asked, k.dropped, k.priority_queue,
-                 *k.group_keys()],
+                 *k.group_keys(), k.asked_guard],
                 [int(whole), len(finished), len(held_up), *added, *finished, *held_up, *untouched],
             )  # fmt: skip
         return still_held

@@ -10,6 +10,7 @@ ran again and again.
 
 from __future__ import annotations
 
+import collections
 import json
 import signal
 import threading
@@ -322,3 +323,42 @@ def test_a_worker_killed_mid_job_runs_it_again_and_writes_it_once(make_settings,
              "every job handled after the kill")  # fmt: skip
     assert scalar(sql, "SELECT MAX(check_count) FROM job_queue") == 1  # written once each
     assert scalar(sql, "SELECT COUNT(*) FROM job_queue WHERE next_check_at IS NOT NULL") == 0
+
+
+@pytest.mark.serial  # real processes racing: alone, not beside other tests (make test)
+def test_rounds_of_now_and_retry_on_idle_jobs_run_each_job_once_a_round(make_settings, sql, procs):
+    """Issue 45, item 1: `now` on 1,000 done jobs at a time while the dispatcher's pages read the
+    same rows (they are due now) ran whole takes twice in most rounds. A check that records every
+    call: each job starts once per round, over rounds of `now`, then of `retry` on dead jobs."""
+    settings = make_settings()
+    queue = jobs(settings, "job_queue", max_attempts=1)
+    create(queue, JOB_QUEUE)
+    query(sql, "INSERT INTO job_queue (data) SELECT seq FROM seq_1_to_3000")
+    env = {"RECHECK_CHECK": "tests.support.checks:flaky_provider", "TEST_CHECK_RECORD": str(procs.log_dir),
+           "TEST_PROVIDER_DOWN": str(procs.log_dir / "down")}  # fmt: skip
+    procs.start("dispatcher", queue)
+    procs.start("worker", queue, env=env)
+    procs.start("worker", queue, env=env)
+    idle = "SELECT COUNT(*) FROM job_queue WHERE next_check_at IS NULL OR next_check_at > '9000-01-01'"
+    wait_for(lambda: scalar(sql, idle) == 3000, 30, "the first run of every job")
+    client = Client(settings=queue)
+    rounds = [("now", client.now)] * 6 + [("retry", client.retry)] * 3
+    for number, (name, act) in enumerate(rounds, start=1):
+        if name == "retry":  # every job fails once (max_attempts 1): dead, then retried
+            (procs.log_dir / "down").touch()
+            assert len(client.now(range(1, 3001)).done) == 3000
+            wait_for(lambda: scalar(sql, "SELECT COUNT(*) FROM job_queue WHERE fail_count = 1") == 3000
+                     and scalar(sql, idle) == 3000, 30, "every job dead")  # fmt: skip
+            (procs.log_dir / "down").unlink()
+        before = scalar(sql, "SELECT SUM(check_count) FROM job_queue")
+        for start in range(1, 3001, 1000):
+            assert len(act(range(start, start + 1000)).done) == 1000, (name, number)
+        wait_for(lambda b=before: scalar(sql, "SELECT SUM(check_count) FROM job_queue") == b + 3000
+                 and scalar(sql, idle) == 3000, 30, f"round {number} ({name}) handled")  # fmt: skip
+    time.sleep(1.0)  # a repeat queued late would start within this (the queue is empty)
+    stamps = [line.split()[1] for f in procs.log_dir.glob("*.stamps") for line in f.read_text().splitlines()]
+    calls = 1 + len(rounds) + 3  # the first run, the rounds, the failing run before each retry
+    repeats = {row_id: n for row_id, n in collections.Counter(stamps).items() if n != calls}
+    print(f"{len(stamps)} check calls over {calls} runs of 3,000 jobs; repeated: {len(repeats)}")
+    assert not repeats, dict(list(repeats.items())[:10])
+    client.close()

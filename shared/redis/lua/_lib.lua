@@ -28,6 +28,19 @@ local function chunked(command, key, items, prefix)
   return replies
 end
 
+-- Completions recorded for guarded passes (ack.lua, read by dispatch.lua) go to one hash per
+-- COMPLETED_WINDOW_S of the Redis clock (the one clock both scripts share, whatever the hosts'),
+-- named prefix:<unix seconds // window>. A pass's read and its push are less than a window
+-- apart (a guard's TTL, 10 s, outlives any page), so a push looks in the window of its own time
+-- and the one before. Each hash expires at a fixed time, the end of the window after next (20-30
+-- s after each record): records made while a guard is renewed without end (a one-shot
+-- dispatcher's look-back) do not keep the older ones alive.
+local COMPLETED_WINDOW_S = 10
+
+local function completed_window(prefix, back)
+  local window = math.floor(tonumber(redis.call('TIME')[1]) / COMPLETED_WINDOW_S) - back
+  return prefix .. ':' .. window, (window + 3) * COMPLETED_WINDOW_S * 1000
+end
 
 -- Groups (group_column, docs/groups.md): the block of eight keys a script names from KEYS[first]
 -- on, in the order shared/redis/keys.py `Keys.group_keys` gives them:

@@ -4,9 +4,10 @@
 -- KEYS[3]  queue       LIST  untouched entries go back to its head
 -- KEYS[4]  stats       HASH  counters
 -- KEYS[5]  reclaims    HASH  id -> times reclaimed (cleared for ids that completed)
--- KEYS[6]  sweep guard, KEYS[7] dispatch guard   STRING  while either exists, a pass is
---          rereading rows that may be in flight: record what completes in KEYS[8]
--- KEYS[8]  completed   HASH  id -> due_ms (expires 30 s after the last record)
+-- KEYS[6]  sweep guard, KEYS[7] dispatch guard, KEYS[21] asked guard   STRING  while any exists,
+--          a pass is rereading rows that may be in flight: record what completes in KEYS[8]
+-- KEYS[8]  completed   the prefix of the HASHes id -> due_ms, one per 10 s window of the Redis
+--          clock (_lib.lua completed_window): a completion is recorded in its time's window
 -- KEYS[9]  again       HASH  id -> 1: asked for while in flight (dispatch.lua); released ones
 --          go to KEYS[10], the asked LIST the dispatcher reads, to be checked again at once
 -- KEYS[11] dropped     SET   entries a take must drop (pop.lua): one this worker held and now
@@ -59,7 +60,9 @@ end
 
 -- Release ARGV[from..to] still held and still in flight for their due time; returns how many
 -- were held. `completing`: record them for guarded passes and forgive their reclaims.
-local guarded = redis.call('EXISTS', KEYS[6], KEYS[7]) > 0
+local guarded = redis.call('EXISTS', KEYS[6], KEYS[7], KEYS[21]) > 0
+local completed, completed_until
+if guarded then completed, completed_until = completed_window(KEYS[8], 0) end
 local forgive = redis.call('EXISTS', KEYS[5]) == 1
 local asked_again = redis.call('EXISTS', KEYS[9]) == 1  -- usually not: no lookup per id then
 local function release(from, to, completing)
@@ -105,8 +108,8 @@ local function release(from, to, completing)
       end
       if completing and forgive then redis.call('HDEL', KEYS[5], unpack(released)) end
       if record then
-        redis.call('HSET', KEYS[8], unpack(pairs_))
-        redis.call('PEXPIRE', KEYS[8], 30000)
+        redis.call('HSET', completed, unpack(pairs_))
+        redis.call('PEXPIREAT', completed, completed_until)
       end
     end
   end

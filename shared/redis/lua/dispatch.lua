@@ -5,7 +5,8 @@
 -- KEYS[3]  stats     HASH    counter "dispatched"
 -- KEYS[4]  epoch     STRING  exists while Redis keeps its data; created here when missing
 -- KEYS[5]  leader    STRING  the dispatcher holding the lease
--- KEYS[6]  completed HASH    id -> due_ms completed while a guarded pass ran (see ack.lua): an
+-- KEYS[6]  completed the prefix of the HASHes id -> due_ms completed while a guarded pass ran
+--          (ack.lua), in this time's window and the one before (_lib.lua completed_window): an
 --          entry found there was read while in flight and finished before this push; skip it
 -- KEYS[7]  again     HASH    id -> 1: an id found in flight for ANOTHER due time (the application
 --          made its row due while it was being checked: that check's write will be fenced out);
@@ -48,7 +49,8 @@ if redis.call('EXISTS', KEYS[4]) == 0 then
   redis.call('SET', KEYS[4], '1')
   lost = 1
 end
-local guarded = redis.call('EXISTS', KEYS[6]) == 1
+local completed_now, completed_before = completed_window(KEYS[6], 0), completed_window(KEYS[6], 1)
+local guarded = redis.call('EXISTS', completed_now, completed_before) > 0
 local head = ARGV[2] == 'head'
 local push = head and 'LPUSH' or 'RPUSH'
 -- Where the entries go: a page of the rest's to KEYS[1]; a priority page to KEYS[9] unless both
@@ -84,7 +86,11 @@ for start = 3, #ARGV, CHUNK do
     end
   end
   local held = redis.call('HMGET', KEYS[2], unpack(ids))
-  local done = guarded and redis.call('HMGET', KEYS[6], unpack(ids)) or {}
+  local done, done_before = {}, {}
+  if guarded then
+    done = redis.call('HMGET', completed_now, unpack(ids))
+    done_before = redis.call('HMGET', completed_before, unpack(ids))
+  end
   local fresh, pairs_, seen, moved, fresh_names = {}, {}, {}, {}, {}
   local f = 0
   for k = 1, n do
@@ -127,7 +133,7 @@ for start = 3, #ARGV, CHUNK do
         redis.call('PEXPIRE', KEYS[7], 600000)  -- an id reclaimed instead of released: forgotten
       end
     end
-    if admit and done[k] ~= dues[k] and not seen[id] then
+    if admit and done[k] ~= dues[k] and done_before[k] ~= dues[k] and not seen[id] then
       seen[id] = true
       f = f + 1
       fresh[f] = entries[k]
