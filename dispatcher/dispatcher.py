@@ -208,14 +208,21 @@ class Dispatcher:
         seen only once its transaction commits, perhaps after the cursor passed that due time
         (another producer's row, due a moment later, committed first). Rows in flight are there
         too: dedup drops them, and the guard keeps one finished between this read and its push
-        from being queued again. Costs one read of the rows still waiting or in flight in that
-        window per caught-up poll; what commits later than that is the sweep's (its grace)."""
+        from being queued again. The whole window, page after page: a late commit behind more
+        than a page of jobs still waiting is queued at this poll too. Costs one read of the rows
+        still waiting or in flight in that window per caught-up poll (at most what waits in
+        Redis); what commits later than that is the sweep's (its grace)."""
         if self.cursor == START:
             return
         window_ms = round(self.workload.deployment.sweep_grace * 1000)
         start = (max(self.cursor[0] - window_ms, MIN_DUE_MS), None)
+        limit = self.workload.dispatch_batch
         try:
-            self.pusher.push_page(start, self.workload.dispatch_batch, before=self.cursor, guard="dispatch")
+            while True:  # ends at the cursor: a page reads less than a whole one there
+                page = self.pusher.push_page(start, limit, before=self.cursor, guard="dispatch")
+                if page.read < limit:
+                    break
+                start = page.cursor
         finally:
             if self.guard_until is None:  # not inside a guarded pass of its own (after a rewind)
                 self.pusher.store.end_guard("dispatch")

@@ -362,3 +362,28 @@ def test_rounds_of_now_and_retry_on_idle_jobs_run_each_job_once_a_round(make_set
     print(f"{len(stamps)} check calls over {calls} runs of 3,000 jobs; repeated: {len(repeats)}")
     assert not repeats, dict(list(repeats.items())[:10])
     client.close()
+
+
+def test_a_late_commit_behind_more_than_a_page_of_waiting_jobs_is_queued_at_the_next_poll(settings, sql, rds):
+    """Issue 45, item 4: the look-back read one page from the start of its window, the oldest
+    rows still waiting; a late commit further on waited for the sweep. It reads the whole window."""
+    from recheck.shared.redis.keys import Keys
+    from tests.support.helpers import make_dispatcher
+
+    queue = jobs(settings, "job_queue", dispatch_batch=100)
+    create(queue, JOB_QUEUE)
+    query(sql, "INSERT INTO job_queue (data) SELECT seq FROM seq_1_to_250")
+    late, late_id = hold_insert(queue)  # due now, committed after the cursor has passed it
+    query(sql, "INSERT INTO job_queue (data) SELECT seq FROM seq_1_to_250")
+    try:
+        dispatcher = make_dispatcher(queue)
+        for _ in range(20):
+            if dispatcher.poll() > 0:
+                break
+        inflight = Keys(queue.deployment.key_prefix, queue.name).inflight
+        assert rds.hlen(inflight) == 500  # every committed job queued (none taken: no worker)
+        late.conn.commit()
+        assert dispatcher.poll() > 0  # caught up: the look-back
+        assert rds.hexists(inflight, str(late_id))
+    finally:
+        late.close()
