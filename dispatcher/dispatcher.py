@@ -97,7 +97,7 @@ class DuePusher:
         passed; returns how many went."""
         # Asked ids go first even at high water (a backlog is when `now` matters), up to a slack
         # above it: beyond that they wait in their list (their rows are due anyway).
-        room = asked_room(self.workload.waiting_limit, self.store.queue_depth())
+        room = asked_room(self.workload.waiting_limit, self.store.head_depth())
         if room <= 0:
             return 0
         asked = self.store.take_asked(min(ASKED_PER_READ, room))
@@ -140,6 +140,7 @@ class Dispatcher:
         self.rewound = True
         self.prefix = workload.log_prefix
         self.depth = 0
+        self.depth_unknown = False  # a partner pushed: this pass's list may have grown (read it)
         self.dispatched = 0
         self.pages = 0
         self.partners: list[Dispatcher] = []  # other passes over the table: they rewind with this one
@@ -162,7 +163,8 @@ class Dispatcher:
 
     def poll(self) -> float:
         workload = self.workload
-        if self.depth >= workload.waiting_limit:
+        if self.depth >= workload.waiting_limit or self.depth_unknown:
+            self.depth_unknown = False
             self.depth = self.pusher.depth()
             if self.depth >= workload.waiting_limit:
                 return workload.deployment.poll_interval
@@ -192,6 +194,9 @@ class Dispatcher:
         self.cursor = page.cursor
         self.depth = page.depth
         self.dispatched += page.pushed
+        if page.pushed:  # a priority page lands in the rest's list while both are empty
+            for one in self.partners:
+                one.depth_unknown = True
         # Redis lost its data: every pass that has gone past the start rereads from the oldest (a
         # pass's first push finds the epoch missing too, but has nothing behind it; its partner may).
         stale = [one for one in self.partners if one.cursor != START] + ([] if first_push else [self])

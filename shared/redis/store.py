@@ -241,6 +241,18 @@ class Store:
                 pipe.llen(name)
         return sum(pipe.execute())
 
+    def head_depth(self) -> int:
+        """Entries waiting in the list a head push (`now`) goes to: the priority list while it
+        holds entries, else the other (dispatch.lua); a grouped workload's as queue_depth."""
+        if self.groups is not None:
+            return self.queue_depth()
+        pipe = self.client.pipeline(transaction=False)
+        for k in self.partitions:
+            pipe.llen(k.priority_queue)
+            pipe.llen(k.queue)
+        lengths = pipe.execute()
+        return sum(priority or rest for priority, rest in zip(lengths[::2], lengths[1::2], strict=True))
+
     def highest_in_flight_due(self) -> int | None:
         """The latest due time (ms) among ids in flight, or None if nothing is in flight."""
         dues = [

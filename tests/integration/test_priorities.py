@@ -322,3 +322,52 @@ def test_a_queue_tables_priority_jobs_jump_a_backlog(make_settings, procs, tmp_p
     assert backlog_left >= 1000, backlog_left  # they jumped it: it was still there
     wait_for(lambda: len(calls_by_id(record)) >= 3100, 30, "every job done")
     assert all(len(times) == 1 for times in calls_by_id(record).values())  # each job once
+
+
+def passes_of(settings, store, db) -> list:
+    take_lease(settings)
+    passes = Dispatcher.passes(settings, db, store, TEST_LEADER)
+    for one in passes:
+        one.pusher.learn_keys()
+    return passes
+
+
+def test_each_list_holds_at_most_high_water_from_a_cold_start(make_settings):
+    """Issue 45, item 10: the first priority page lands in the rest's list while both are empty
+    (idle workers wait on that one); the rest's pass then pushed a whole high water behind it."""
+    settings, every = with_priority(make_settings, high_water=1000, dispatch_batch=2000)
+    seed_rows(settings, 5000, due_now=True)
+    mark_premium(settings, every)  # 500 premium rows
+    store, db = make_store(settings), Database(settings)
+    try:
+        drain(passes_of(settings, store, db))
+        rest, first = store.client.llen(store.keys.queue), store.client.llen(store.keys.priority_queue)
+        assert rest <= 1000 and first <= 1000, (rest, first)
+        assert rest + first >= 1000  # and the lists are filled
+    finally:
+        db.close()
+
+
+def test_now_jumps_both_lists_at_high_water(make_settings):
+    """Issue 45, item 6: with both lists at high water, `now` of a row due in an hour waited:
+    the asked job sized its room from both lists' depth against one list's high water."""
+    from recheck import Client
+    from tests.support.helpers import make_pusher
+
+    settings, every = with_priority(make_settings, high_water=1000)
+    seed_rows(settings, 5000, due_now=True)
+    mark_premium(settings, 2)  # half the rows: both lists fill up
+    run_sql(settings, f"UPDATE {settings.table} SET {settings.due_column} = NOW(3) + INTERVAL 1 HOUR "
+                      f"WHERE {settings.id_column} = 4999")  # fmt: skip
+    store, db = make_store(settings), Database(settings)
+    try:
+        drain(passes_of(settings, store, db))
+        assert store.queue_depth() >= 2000
+        client = Client(settings=settings)
+        assert client.now([4999]).done == [4999]
+        assert make_pusher(settings).push_asked() == 1
+        head = store.client.lindex(store.keys.priority_queue, 0)
+        assert head.split(b":")[0] == b"4999"
+        client.close()
+    finally:
+        db.close()
