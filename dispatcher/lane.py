@@ -14,7 +14,7 @@ import time
 from recheck.dispatcher.dispatcher import ASKED_EVERY, AskedPusher, Dispatcher, DuePusher
 from recheck.dispatcher.lease import Lease, NotLeader
 from recheck.dispatcher.monitor import Monitor
-from recheck.dispatcher.reconciler import OrphanCollector, Reclaimer, Sweeper
+from recheck.dispatcher.reconciler import Housekeeper, OrphanCollector, Reclaimer, Sweeper
 from recheck.shared.config import Workload
 from recheck.shared.core.records import DispatcherBeat
 from recheck.shared.mysql.db import Database
@@ -72,6 +72,7 @@ class DispatchLane:
             "reclaim": (Reclaimer(s, own_db(), self.store), s.deployment.reclaim_interval, True),
             "sweep": (sweeper, s.deployment.sweep_interval, True),
             "orphans": (OrphanCollector(s, own_db(), self.store), s.deployment.orphan_interval, True),
+            "housekeeping": (Housekeeper(s, own_db(), self.store), s.deployment.orphan_interval, True),
             "asked": (self.asked, ASKED_EVERY, True),
         }
         if (

@@ -8,6 +8,7 @@ Each job is an object with run_once(), an ordinary function tests call directly:
   rows inserted with an old due time) are dispatched again.
 - OrphanCollector: in-flight ids that no queue or worker holds any more are released, so they
   cannot block their rows forever.
+- Housekeeper: trims what is kept only for a while (error groups, the change feed, done rows).
 """
 
 from __future__ import annotations
@@ -169,12 +170,31 @@ class Sweeper:
         return pushed
 
 
-class OrphanCollector(Job):
-    """Release in-flight ids (due more than orphan_after ago) that nothing holds; and the
-    housekeeping of the same period: error groups nobody saw for a day, the change feed's oldest,
-    a one-shot workload's done rows older than keep_done."""
+class Housekeeper(Job):
+    """What is kept only for a while: error groups nobody saw for a day, the change feed's
+    oldest, a one-shot workload's done rows older than keep_done. A job of its own, beside the
+    orphan collector: a trim that waits on the application's locks never holds up a release."""
 
     trim_after: Key | None = None  # where the walk of done rows goes on (keep_done); None: from the first
+
+    def run_once(self) -> int:
+        """Returns how many done rows were deleted."""
+        _, db_epoch = self.rows.clock()
+        self.store.prune_errors(db_epoch - ERRORS_KEPT_S)  # groups nobody saw for a day
+        if self.workload.changes:  # the change feed keeps its newest changes_keep
+            self.rows.trim_changes(self.workload.changes_keep)
+        if not self.workload.keep_done:
+            return 0
+        trimmed, self.trim_after = self.rows.trim_done(self.workload.keep_done, self.trim_after)
+        if trimmed:
+            log.info("%sdeleted %d done rows older than keep_done (%g s)", self.workload.log_prefix,
+                     trimmed, self.workload.keep_done)  # fmt: skip
+        return trimmed
+
+
+class OrphanCollector(Job):
+    """Release in-flight ids (due more than orphan_after ago) that nothing holds."""
+
     CANDIDATES = 10_000  # in-flight ids judged per run and partition at most
 
     def __init__(self, workload: Workload, db: Database, store: Store):
@@ -193,15 +213,7 @@ class OrphanCollector(Job):
         return found
 
     def run_once(self) -> list[Key]:
-        db_now, db_epoch = self.rows.clock()
-        self.store.prune_errors(db_epoch - ERRORS_KEPT_S)  # groups nobody saw for a day
-        if self.workload.changes:  # the change feed keeps its newest changes_keep
-            self.rows.trim_changes(self.workload.changes_keep)
-        if self.workload.keep_done:
-            trimmed, self.trim_after = self.rows.trim_done(self.workload.keep_done, self.trim_after)
-            if trimmed:
-                log.info("%sdeleted %d done rows older than keep_done (%g s)", self.workload.log_prefix,
-                         trimmed, self.workload.keep_done)  # fmt: skip
+        db_now, _ = self.rows.clock()
         now_ms = datetime_to_ms(db_now)
         cutoff_ms = now_ms - round(self.workload.deployment.orphan_after * 1000)
         ids: list[Key] = []

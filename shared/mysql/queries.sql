@@ -289,14 +289,14 @@ SET t.{due} = TIMESTAMP'9999-12-31 00:00:00',
 
 -- name: release
 -- Put quarantined rows back: due now, error cleared.
-UPDATE {table}
+UPDATE {table} FORCE INDEX (PRIMARY)
 SET {due} = NOW(3), {error} = NULL, {fails} = 0
 WHERE {id} IN %(ids)s AND {due} = TIMESTAMP'9999-12-31 00:00:00'
 
 -- name: retry
 -- `recheck retry`: dead rows of a one-shot workload back in line, due now, their failures
 -- forgotten (max_attempts more), their last error kept until the next attempt.
-UPDATE {table}
+UPDATE {table} FORCE INDEX (PRIMARY)
 SET {due} = NOW(3), {fails} = 0
 WHERE {id} IN %(ids)s AND {due} = TIMESTAMP'9999-12-29 00:00:00'
 
@@ -321,19 +321,19 @@ WHERE {id} IN %(ids)s
 -- `recheck now`: due now, unless paused, quarantined or dead; a done one-shot row (NULL) is
 -- enqueued again. NOW(3) in recheck's own session (its time zone); the application's plain SQL
 -- for the same is in docs/application-api.md.
-UPDATE {table} SET {due} = NOW(3)
+UPDATE {table} FORCE INDEX (PRIMARY) SET {due} = NOW(3)
 WHERE {id} IN %(ids)s AND ({due} < TIMESTAMP'9999-01-01 00:00:00' OR {due} IS NULL)
 
 -- name: pause
 -- `recheck pause`: never dispatched until resumed; a check in flight meanwhile is fenced out.
 -- Quarantined and dead rows stay so (`release` and `retry` are their ways back), done rows too.
-UPDATE {table} SET {due} = TIMESTAMP'9999-12-30 00:00:00'
+UPDATE {table} FORCE INDEX (PRIMARY) SET {due} = TIMESTAMP'9999-12-30 00:00:00'
 WHERE {id} IN %(ids)s AND {due} <> TIMESTAMP'9999-12-31 00:00:00'
   AND {due} <> TIMESTAMP'9999-12-29 00:00:00'
 
 -- name: resume
 -- `recheck resume`: paused rows due now.
-UPDATE {table} SET {due} = NOW(3)
+UPDATE {table} FORCE INDEX (PRIMARY) SET {due} = NOW(3)
 WHERE {id} IN %(ids)s AND {due} >= TIMESTAMP'9999-01-01 00:00:00'
   AND {due} <> TIMESTAMP'9999-12-31 00:00:00'
 
@@ -373,23 +373,21 @@ SELECT COUNT(*) FROM (
 -- The database clock %(us)s microseconds ago (in recheck's session time zone).
 SELECT NOW(3) - INTERVAL %(us)s MICROSECOND
 
--- name: done_chunk_end
+-- name: done_chunk
 -- `keep_done`: the done rows (a NULL due time) are walked in key order, %(limit)s at a time, from
--- the due index (it holds them as (NULL, key)): the last key of the next chunk after %(after)s
--- (NULL: from the first), or NULL at the end. A plain read: it locks nothing.
-SELECT MAX({id}) FROM (
-    SELECT {id} FROM {table}
-    WHERE {due} IS NULL AND (%(after)s IS NULL OR {id} > %(after)s)
-    ORDER BY {id} LIMIT %(limit)s
-) AS chunk
+-- the due index (it holds them as (NULL, key)): the keys of the next chunk after %(after)s (NULL:
+-- from the first). A plain read: it locks nothing.
+SELECT {id} FROM {table}
+WHERE {due} IS NULL AND (%(after)s IS NULL OR {id} > %(after)s)
+ORDER BY {id} LIMIT %(limit)s
 
--- name: trim_done_chunk
--- `keep_done`: the done rows of one chunk (keys after %(after)s up to %(last)s) last attempted
--- before %(before)s, deleted. The key range bounds what the statement reads and locks: at most a
--- chunk of done rows, never the pending ones, never the rows being written back or inserted.
-DELETE FROM {table}
-WHERE {due} IS NULL AND (%(after)s IS NULL OR {id} > %(after)s) AND {id} <= %(last)s
-  AND {checked} < %(before)s
+-- name: trim_done_keys
+-- `keep_done`: of the done rows done_chunk found, those still done and last attempted before
+-- %(before)s, deleted by their keys through the primary key: the statement reads and locks those
+-- rows only, never a pending row between them, nor a producer's row being inserted after them
+-- (a key range did: it waited on both). Index hints need DELETE's multi-table form.
+DELETE t FROM {table} AS t FORCE INDEX (PRIMARY)
+WHERE t.{id} IN %(ids)s AND t.{due} IS NULL AND t.{checked} < %(before)s
 
 -- name: adopt_pending
 -- `init-db --apply` adopting a queue table for a one-shot workload, one primary-key chunk at a

@@ -326,12 +326,11 @@ class Rows:
         before = self.db.scalar(self.queries.now_minus, {"us": round(older_than_s * 1e6)})
         gone = walked = 0
         while walked < most:
-            last = self.db.scalar(self.queries.done_chunk_end, {"after": after, "limit": chunk})
-            if last is None:
+            keys = [row[0] for row in self.db.query(self.queries.done_chunk, {"after": after, "limit": chunk})]
+            if not keys:
                 return gone, None
-            bounds = {"after": after, "last": last, "before": before}
-            gone += self.db.execute(self.queries.trim_done_chunk, bounds)
-            after, walked = last, walked + chunk
+            gone += self.db.execute(self.queries.trim_done_keys, {"ids": tuple(keys), "before": before})
+            after, walked = keys[-1], walked + chunk
         return gone, after
 
     def adopt_pending(self, progress=None) -> int:

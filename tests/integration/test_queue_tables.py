@@ -176,7 +176,7 @@ def test_a_recheck_after_reschedules_a_job_instead_of_finishing_it(settings, sql
 
 
 def test_done_rows_past_keep_done_are_trimmed_in_small_batches(settings, sql, make_worker):
-    from recheck.dispatcher.reconciler import OrphanCollector
+    from recheck.dispatcher.reconciler import Housekeeper
     from recheck.shared.mysql.rows import Rows
 
     queue = jobs(settings, "job_queue", keep_done=60)
@@ -191,7 +191,7 @@ def test_done_rows_past_keep_done_are_trimmed_in_small_batches(settings, sql, ma
     assert scalar(sql, "SELECT COUNT(*) FROM job_queue") == 501
     # The dispatcher's housekeeping job does it every orphan_interval.
     query(sql, "UPDATE job_queue SET checked_at = NOW(3) - INTERVAL 2 MINUTE WHERE id <= 2100")
-    OrphanCollector(queue, Database(queue), make_store(queue)).run_once()
+    assert Housekeeper(queue, Database(queue), make_store(queue)).run_once() == 100
     assert scalar(sql, "SELECT MIN(id) FROM job_queue") == 2101
 
 
@@ -246,6 +246,53 @@ def test_on_a_small_table_a_write_back_waits_for_no_row_but_its_own(settings, sq
             # without one, beside three other test processes)
         ]
         assert quick == list(statements), waited
+    finally:  # the test database is dropped afterwards: nothing may hold it
+        for connection in (producer, app, writer):
+            connection.close()
+
+
+def test_on_a_small_table_actions_and_trimming_wait_for_no_row_but_their_own(settings, sql, mariadb):
+    """Issue 45, items 5 and 7: the actions' `UPDATE ... WHERE id IN (...)` and keep_done's
+    DELETE scanned a small table's whole PRIMARY index, locking every row: a producer's open
+    INSERT made `recheck retry` exit 1 after a lock wait, and trimming fail every run. Each now
+    reads and locks only the rows it names."""
+    from recheck.shared.mysql.rows import Rows
+
+    queue = jobs(settings, "job_queue", keep_done=60)
+    create(queue, JOB_QUEUE)
+    query(sql, "INSERT INTO job_queue (data) SELECT seq FROM seq_1_to_46")  # its statistics: a few rows
+    query(sql, "UPDATE job_queue SET next_check_at = NULL, checked_at = NOW(3) - INTERVAL 1 HOUR "
+               "WHERE id <= 10 AND id <> 5")  # done an hour ago, but for 5  # fmt: skip
+    query(sql, "UPDATE job_queue SET next_check_at = '9999-12-29' WHERE id BETWEEN 11 AND 25")  # dead
+    query(sql, "UPDATE job_queue SET next_check_at = '9999-12-31' WHERE id BETWEEN 26 AND 35")  # quarantined
+    producer, _ = hold_insert(queue)  # a producer's transaction, open
+    app = mariadb.connect(settings.mysql.database)
+    app.begin()
+    with app.cursor() as cursor:
+        cursor.execute("SELECT * FROM job_queue WHERE id = 5 FOR UPDATE")  # and a pending row the application holds
+    writer = Database(queue)
+    rows = Rows(queue, writer)
+    try:
+        pending = list(range(36, 46))
+        actions = {
+            "now": (lambda: rows.mark_now([1, 2, 3, 4, 6, 7, 8, 9, 10]), 9),
+            "pause, resume": (lambda: rows.pause(pending) + rows.resume(pending), 20),
+            "retry": (lambda: rows.retry(list(range(11, 26))), 15),
+            "release": (lambda: rows.release(list(range(26, 36))), 10),
+            "trim": (lambda: rows.trim_done(60)[0], 9),
+        }
+        waited = {}
+        for name, (act, touches) in actions.items():
+            started = time.monotonic()
+            writer.conn.begin()
+            try:
+                touched: int | str = act()
+            except pymysql.err.OperationalError as error:  # 1205: it waited out the lock wait
+                touched = str(error)
+            writer.conn.rollback()
+            waited[name] = (round(time.monotonic() - started, 3), touched, touches)
+        quick = [name for name, (took, touched, touches) in waited.items() if took < 0.9 and touched == touches]
+        assert quick == list(actions), waited
     finally:  # the test database is dropped afterwards: nothing may hold it
         for connection in (producer, app, writer):
             connection.close()
