@@ -17,13 +17,17 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+import pymysql
+
 from recheck.commands.base import TABLE, Command, ProgressLine, add_workload, column_list, workloads_of
 from recheck.shared.config import Settings, Workload, WorkloadFields, redact_url
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.mysql.schema import (
+    ADOPTING_DUE,
     ROLE_SETTINGS,
     TABLE_MARK,
+    adoption_default,
     changes_table_missing,
     create_changes_table,
     create_database,
@@ -35,6 +39,7 @@ from recheck.shared.mysql.schema import (
     read_columns,
     table_comment,
 )
+from recheck.shared.mysql.sql import quote
 
 DEMO_TABLE = WorkloadFields.model_fields["table"].default  # the one table init-db creates unasked
 
@@ -104,43 +109,75 @@ def prepare_table(
         for problem in plan.fatal:
             say(f"table {where} {problem}")
         return 1
-    if not plan.clauses:
+    if not plan.clauses and not plan.adopting:
         say(f"table {where} is ready")
         return 0
-    statement = plan.alter_statement(workload)
-    existing = Rows(workload, db).count() if plan.adds_due and workload.once else 0
+    statement = plan.alter_statement(workload) if plan.clauses else ""
+    existing = Rows(workload, db).count() if plan.adopting else 0
     if existing and not workload.pending:
         say(f"table {where} is a one-shot workload's with {existing:,} rows already: say which of them are "
             f"still to do with {workload.setting_name('pending')} (an SQL condition, e.g. \"status = 0\"; "
             "\"true\" for every row); the others are taken as done. Nothing was changed.")  # fmt: skip
         return 1
     if not apply:
-        say(f"table {where} needs this change:\n\n{statement};\n")
-        if plan.adds_due and workload.once:
+        if plan.adopting and not plan.adds_due:
+            say(f"the adoption of table {where} is not finished: rows not sorted yet are neither due "
+                "nor done (parked), and so are rows inserted meanwhile")  # fmt: skip
+        if statement:
+            say(f"table {where} needs this change:\n\n{statement};\n")
+        if plan.adopting:
             which = (
                 "every row is due at once"
                 if workload.pending == "true"
                 else (f"the rows where {workload.pending} are due at once, the others done")
+                if workload.pending
+                else "every row is due at once"  # an empty table: nothing to sort
             )
             say(f"(then, with --apply: {which}, and rows inserted later are due when inserted)")  # fmt: skip
-        elif plan.adds_due:
+            say(f"run `{init_db_command(adopt)} --apply` to apply it; applied by hand, the rows wait "
+                "(neither due nor done) until that command has sorted them")  # fmt: skip
+            return 1
+        if plan.adds_due:
             say("(every existing row then gets one due time; --apply spreads them over one interval)")
-        say("run `recheck init-db --apply` to apply it, or apply it yourself")
+        say(f"run `{init_db_command(adopt)} --apply` to apply it, or apply it yourself")
         return 1
-    db.execute(statement)
-    say(f"altered table {where}:\n\n{statement};")
-    if plan.adds_due and workload.once:
-        table = Rows(workload, db)
-        table.adopt_pending(progress)
-        pending = table.count_pending(existing + 1)
-        if workload.pending == "true":
-            say(f"all {pending:,} rows are due now")
-        else:
-            say(f"{pending:,} of {existing:,} rows are due now (where {workload.pending}), the others done")
+    if plan.adopting and existing:  # before anything is altered: a typo changes nothing
+        try:
+            Rows(workload, db).check_pending()
+        except pymysql.err.MySQLError as error:
+            say(f"{workload.setting_name('pending')} ({workload.pending}) is not a condition MySQL accepts "
+                f"on table {where}: {error.args[-1]}. Nothing was changed.")  # fmt: skip
+            return 1
+    if statement:
+        db.execute(statement)
+        say(f"altered table {where}:\n\n{statement};")
+    if plan.adopting:
+        finish_adoption(workload, db, existing, progress, say)
     elif plan.adds_due:
         rows = spread(workload, db, progress)
         say(f"spread the due times of {rows:,} rows over {workload.interval:g} s")
     return 0
+
+
+def finish_adoption(workload: Workload, db: Database, existing: int, progress, say) -> None:
+    """Sort an adopted one-shot table's rows by `pending` (due now, or done), set the due
+    column's real default, then sort the rows producers inserted in between. Cut short anywhere,
+    running it again goes on: only rows not sorted yet are touched."""
+    table = Rows(workload, db)
+    table.adopt_pending(progress)
+    if ADOPTING_DUE in (read_columns(workload, db)[workload.due_column.lower()].default or ""):
+        db.execute(f"ALTER TABLE {quote(workload.table)} {adoption_default(workload)}")
+    table.adopt_pending()  # inserted before the default changed
+    pending = table.count_pending(existing + 1)
+    if workload.pending in ("true", ""):
+        say(f"all {pending:,} rows are due now")
+    else:
+        say(f"{pending:,} of {existing:,} rows are due now (where {workload.pending}), the others done")
+
+
+def init_db_command(adopt: tuple[str, ...]) -> str:
+    """The command line that applies a plan made with these --adopt names (refused without them)."""
+    return "recheck init-db" + "".join(f" --adopt {name}" for name in adopt)
 
 
 def spread(workload: Workload, db: Database, progress: Callable[[int, int], None] | None = None) -> int:

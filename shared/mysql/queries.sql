@@ -389,13 +389,29 @@ ORDER BY {id} LIMIT %(limit)s
 DELETE t FROM {table} AS t FORCE INDEX (PRIMARY)
 WHERE t.{id} IN %(ids)s AND t.{due} IS NULL AND t.{checked} < %(before)s
 
+-- name: adopting_any
+-- A row of an adopted one-shot table not sorted yet (schema.ADOPTING_DUE), through the due index.
+SELECT 1 FROM {table} WHERE {due} = TIMESTAMP'9999-12-28 00:00:00' LIMIT 1
+
+-- name: pending_valid
+-- The operator's `pending` condition, tried before anything is altered (a typo fails here).
+SELECT 1 FROM {table} WHERE COALESCE(({pending}), FALSE) LIMIT 1
+
+-- name: adopting_chunk
+-- `init-db --apply` adopting a queue table: the keys of the next rows not sorted yet after
+-- %(after)s (NULL: from the first), through the due index. A plain read: it locks nothing.
+SELECT {id} FROM {table}
+WHERE {due} = TIMESTAMP'9999-12-28 00:00:00' AND (%(after)s IS NULL OR {id} > %(after)s)
+ORDER BY {id} LIMIT %(limit)s
+
 -- name: adopt_pending
--- `init-db --apply` adopting a queue table for a one-shot workload, one primary-key chunk at a
--- time (as spread_due): the rows the workload's `pending` condition names are due now, the
--- others done ({pending} is that condition, from the operator's own configuration).
-UPDATE {table}
+-- One chunk of adopting_chunk's keys, through the primary key (it locks those rows only): the
+-- rows the workload's `pending` condition names are due now, the others done ({pending} is that
+-- condition, from the operator's own configuration). Rows sorted already are left alone, so an
+-- adoption cut short is finished by running it again.
+UPDATE {table} FORCE INDEX (PRIMARY)
 SET {due} = IF(COALESCE(({pending}), FALSE), NOW(3), NULL)
-WHERE (%(after)s IS NULL OR {id} > %(after)s) AND {id} <= %(last)s
+WHERE {id} IN %(ids)s AND {due} = TIMESTAMP'9999-12-28 00:00:00'
 
 -- name: one_row
 -- `recheck inspect`: one row by its key, with the database clock's view of its lateness. The key

@@ -326,7 +326,9 @@ class Rows:
         before = self.db.scalar(self.queries.now_minus, {"us": round(older_than_s * 1e6)})
         gone = walked = 0
         while walked < most:
-            keys = [row[0] for row in self.db.query(self.queries.done_chunk, {"after": after, "limit": chunk})]
+            keys = [
+                row[0] for row in self.db.query(self.queries.done_chunk, {"after": after, "limit": chunk})
+            ]
             if not keys:
                 return gone, None
             gone += self.db.execute(self.queries.trim_done_keys, {"ids": tuple(keys), "before": before})
@@ -334,19 +336,25 @@ class Rows:
         return gone, after
 
     def adopt_pending(self, progress=None) -> int:
-        """A queue table adopted by a one-shot workload: the rows its `pending` condition names due
-        now, the others done, in primary-key chunks; how many rows were set."""
+        """A queue table adopted by a one-shot workload: its rows not sorted yet (ADOPTING_DUE)
+        due now where the `pending` condition names them, the others done, in chunks of keys;
+        how many rows were set. Resumable: sorted rows are left alone."""
         total = self.count()
         after, done = None, 0
         while True:
-            last = self.db.scalar(self.queries.spread_chunk_end, {"after": after, "limit": SPREAD_CHUNK})
-            if last is None:
+            chunk = {"after": after, "limit": SPREAD_CHUNK}
+            keys = [row[0] for row in self.db.query(self.queries.adopting_chunk, chunk)]
+            if not keys:
                 break
-            done += self.db.execute(self.queries.adopt_pending, {"after": after, "last": last})
-            after = last
+            done += self.db.execute(self.queries.adopt_pending, {"ids": tuple(keys)})
+            after = keys[-1]
             if progress and total:
                 progress(min(done, total), total)
         return done
+
+    def check_pending(self) -> None:
+        """Raises pymysql's error if MySQL refuses the `pending` condition on this table."""
+        self.db.query(self.queries.pending_valid)
 
     def count_paused(self) -> int:
         return int(self.db.scalar(self.queries.count_paused))

@@ -26,6 +26,11 @@ CHARACTER_TYPES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtex
 GROUP_TYPES = INTEGER_TYPES | TEXT_KEY_TYPES | BINARY_KEY_TYPES | {"enum"}  # a name, not a document
 DUE_PRECISION = 3  # due times travel as milliseconds: a finer column could never match its fence
 JSON_TEXT_LIMIT = 1024  # the VARCHAR size JSON_TABLE reads results and errors as (queries.sql)
+# A one-shot workload adopting an existing table: its due column is added with this default, so
+# that existing rows (and rows producers insert meanwhile) are neither due nor done until init-db
+# has sorted them by `pending` and set the real default; an adoption cut short, or an ALTER
+# applied by hand, runs no finished job. From 9999-01-01 on: parked, never dispatched.
+ADOPTING_DUE = "9999-12-28 00:00:00"
 COLUMN_MARK = "recheck:"  # the comment of every column init-db adds
 TABLE_MARK = "made by recheck init-db"  # the comment of a table init-db created
 
@@ -119,6 +124,9 @@ class TablePlan:
     changes: list[str] = field(default_factory=list)  # ALTER TABLE clauses recheck cannot run without
     advised: list[str] = field(default_factory=list)  # ALTER TABLE clauses it runs without, but worse
     adds_due: bool = False  # the due column is among the changes: every row will get one due time
+    # A one-shot workload's adoption of an existing table is not finished: rows (or the due
+    # column's default) still at ADOPTING_DUE, to be sorted by `pending` (init-db --apply).
+    adopting: bool = False
 
     @property
     def clauses(self) -> list[str]:
@@ -138,15 +146,18 @@ ROLE_SETTINGS = {  # recheck's columns, each with the setting that names it
 }
 
 
-def column_definitions(workload: Workload) -> dict[str, str]:
-    """What init-db adds for each column recheck writes, if the table lacks it."""
+def column_definitions(workload: Workload, adopting: bool = False) -> dict[str, str]:
+    """What init-db adds for each column recheck writes, if the table lacks it. adopting: to a
+    one-shot workload's existing table, whose rows are neither due nor done until init-db has
+    sorted them by `pending` (ADOPTING_DUE)."""
     nullable = "NULL" if workload.once else "NOT NULL"  # one-shot workloads: NULL, a done row's due time
+    # Existing rows become due at once; rows the application inserts later too, whatever the
+    # inserting session's time zone (due_default()). Adopted job tables: see ADOPTING_DUE.
+    default = f"'{ADOPTING_DUE}'" if adopting else due_default(workload)
     return {
         workload.result_column: "VARCHAR(255) NULL",
         workload.checked_column: "DATETIME(3) NULL",
-        # Existing rows become due at once; rows the application inserts later too, whatever
-        # the inserting session's time zone (due_default()).
-        workload.due_column: f"DATETIME(3) {nullable} DEFAULT {due_default(workload)}",
+        workload.due_column: f"DATETIME(3) {nullable} DEFAULT {default}",
         workload.count_column: "INT UNSIGNED NOT NULL DEFAULT 0",
         workload.fail_column: "INT UNSIGNED NOT NULL DEFAULT 0",
         workload.error_column: "VARCHAR(255) NULL",
@@ -163,11 +174,16 @@ def follows_session_zone(column: Column) -> bool:
     return column.data_type == "datetime" and default.startswith(SESSION_CLOCKS)
 
 
-def added_column(workload: Workload, name: str) -> str:
+def added_column(workload: Workload, name: str, adopting: bool = False) -> str:
     """The ADD COLUMN clause for one of recheck's columns, marked as recheck's by its comment."""
     role = next(r for r in ROLE_SETTINGS if getattr(workload, r) == name)
     comment = f"{COLUMN_MARK} {ROLE_SETTINGS[role]}".replace("'", "''")  # a fixed text, quoted for SQL
-    return f"ADD COLUMN {quote(name)} {column_definitions(workload)[name]} COMMENT '{comment}'"
+    return f"ADD COLUMN {quote(name)} {column_definitions(workload, adopting)[name]} COMMENT '{comment}'"
+
+
+def adoption_default(workload: Workload) -> str:
+    """The clause that ends an adoption: rows inserted from then on are due when inserted."""
+    return f"ALTER COLUMN {quote(workload.due_column)} SET DEFAULT {due_default(workload)}"
 
 
 def foreign_columns(workload: Workload, columns: dict[str, Column], adopt: tuple[str, ...]) -> list[str]:
@@ -224,14 +240,18 @@ def inspect_table(workload: Workload, db: Database, adopt: tuple[str, ...] = ())
     due = columns.get(due_column)
     if due is not None:
         plan.fatal += due_column_problems(workload, due)
-        if follows_session_zone(due) and due_default(workload) != "CURRENT_TIMESTAMP(3)":
+        if workload.once and ADOPTING_DUE in (due.default or ""):  # added, never sorted
+            plan.adopting = True
+            plan.changes.append(adoption_default(workload))
+        elif follows_session_zone(due) and due_default(workload) != "CURRENT_TIMESTAMP(3)":
             plan.advised.append(
                 f"ALTER COLUMN {quote(workload.due_column)} SET DEFAULT {due_default(workload)}"
             )
     for column in column_definitions(workload):
         if column.lower() not in columns:
-            plan.changes.append(added_column(workload, column))
+            plan.changes.append(added_column(workload, column, adopting=workload.once))
             plan.adds_due = plan.adds_due or column == workload.due_column
+    plan.adopting = plan.adopting or (workload.once and plan.adds_due)
 
     indexes: dict[str, tuple[bool, list[str]]] = {}
     for index_name, non_unique, _, column_name in db.query(queries.table_indexes, {"table": workload.table}):
@@ -253,6 +273,9 @@ def inspect_table(workload: Workload, db: Database, adopt: tuple[str, ...] = ())
         names[:2] == [due_column, id_column] or (names == [due_column] and primary == [id_column])
         for _, names in indexes.values()
     )
+    if has_due_index and due is not None and workload.once and not plan.adopting:
+        # The default was set, but rows are still parked (an adoption cut short after that).
+        plan.adopting = db.scalar(queries.adopting_any) is not None
     if not has_due_index:
         plan.changes.append(
             f"ADD KEY `recheck_due` ({quote(workload.due_column)}, {quote(workload.id_column)})"
@@ -350,6 +373,12 @@ def require_table(workload: Workload, db: Database) -> None:
         raise SchemaProblem(missing_table(workload, db))
     if plan.fatal:
         raise SchemaProblem(f"table {where} " + "; ".join(plan.fatal))
+    if plan.adopting and not plan.adds_due:
+        raise SchemaProblem(
+            f"table {where}: the adoption of this one-shot table is not finished (rows or the due "
+            f"column's default still at {ADOPTING_DUE}, neither due nor done): "
+            "`recheck init-db --apply` sorts them by the pending condition and finishes it"
+        )
     if plan.changes:
         raise SchemaProblem(
             f"table {where} is missing what recheck needs; run `recheck init-db` to see the ALTER TABLE, "

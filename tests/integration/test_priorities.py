@@ -354,7 +354,7 @@ def test_now_jumps_both_lists_at_high_water(make_settings):
     from recheck import Client
     from tests.support.helpers import make_pusher
 
-    settings, every = with_priority(make_settings, high_water=1000)
+    settings, _ = with_priority(make_settings, high_water=1000)
     seed_rows(settings, 5000, due_now=True)
     mark_premium(settings, 2)  # half the rows: both lists fill up
     run_sql(settings, f"UPDATE {settings.table} SET {settings.due_column} = NOW(3) + INTERVAL 1 HOUR "

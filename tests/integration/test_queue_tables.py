@@ -90,6 +90,63 @@ def test_adopting_a_queue_table_without_saying_which_rows_are_pending_is_refused
     assert taken_over.returncode == 1 and "did not add" in taken_over.stdout  # never silently
 
 
+def finished_and_pending(sql) -> tuple[list, list]:
+    """(ids done, ids due) of the job_queue table."""
+    done = [int(i) for (i,) in query(sql, "SELECT id FROM job_queue WHERE next_check_at IS NULL ORDER BY id")]
+    due = [
+        int(i) for (i,) in query(sql, "SELECT id FROM job_queue WHERE next_check_at <= NOW(3) ORDER BY id")
+    ]
+    return done, due
+
+
+def test_a_pending_condition_mysql_refuses_changes_nothing_and_the_corrected_one_adopts(settings, sql):
+    """Issue 45, item 2: a typo in `pending` failed after the ALTER, every existing row due by the
+    new column's default, and the corrected rerun said the table was ready: finished jobs ran again."""
+    query(sql, JOB_QUEUE)
+    query(sql, "INSERT INTO job_queue (status) VALUES (0), (2), (2), (1)")
+    typo = recheck("init-db", "--apply", settings=jobs(settings, "job_queue", pending="statuss IN (0, 1)"))
+    assert typo.returncode == 1 and "statuss" in typo.stdout and "Nothing was changed" in typo.stdout, (
+        typo.stdout
+    )
+    assert scalar(sql, "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+                       "AND TABLE_NAME = 'job_queue'") == 3  # fmt: skip
+    fixed = recheck("init-db", "--apply", settings=jobs(settings, "job_queue", pending="status IN (0, 1)"))
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert finished_and_pending(sql) == ([2, 3], [1, 4])
+
+
+def test_an_adoption_cut_short_or_applied_by_hand_runs_no_finished_job_and_is_finished_by_init_db(
+    settings, sql
+):
+    """The ALTER as init-db prints it, applied by hand (or an adoption cut short after it): the
+    existing rows and rows producers insert meanwhile wait, parked, never due by the column's
+    default; the dispatcher refuses the table saying why; `init-db --apply` finishes the adoption."""
+    from recheck.shared.mysql.schema import SchemaProblem, require_table
+
+    queue = jobs(settings, "job_queue", pending="status = 0")
+    query(sql, JOB_QUEUE)
+    query(sql, "INSERT INTO job_queue (status) VALUES (0), (2), (2), (0)")
+    shown = recheck("init-db", settings=queue)
+    assert shown.returncode == 1, shown.stdout
+    statement = shown.stdout.split("needs this change:", 1)[1].split(";", 1)[0]
+    query(sql, statement)  # applied "yourself", as the dry run offers
+    query(sql, "INSERT INTO job_queue (status) VALUES (0)")  # a producer meanwhile
+    assert finished_and_pending(sql) == ([], [])  # nothing due, nothing taken as done
+    looked = recheck("init-db", settings=queue)
+    assert looked.returncode == 1 and "not finished" in looked.stdout, looked.stdout
+    db = Database(queue)
+    with pytest.raises(SchemaProblem, match="not finished"):
+        require_table(queue, db)
+    db.close()
+    done = recheck("init-db", "--apply", settings=queue)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert finished_and_pending(sql) == ([2, 3], [1, 4, 5])
+    query(sql, "INSERT INTO job_queue (status) VALUES (0)")  # after: due when inserted
+    assert finished_and_pending(sql)[1] == [1, 4, 5, 6]
+    again = recheck("init-db", settings=queue)
+    assert again.returncode == 0 and "is ready" in again.stdout, again.stdout
+
+
 def test_unsent_emails_are_sent_once_each(settings, sql, make_worker):
     emails = jobs(settings, "unsent_emails", result_column="status", pending="status = 'unsent'")
     rows = "INSERT INTO unsent_emails (status) VALUES ('unsent'), ('sent'), ('unsent')"
@@ -269,7 +326,9 @@ def test_on_a_small_table_actions_and_trimming_wait_for_no_row_but_their_own(set
     app = mariadb.connect(settings.mysql.database)
     app.begin()
     with app.cursor() as cursor:
-        cursor.execute("SELECT * FROM job_queue WHERE id = 5 FOR UPDATE")  # and a pending row the application holds
+        cursor.execute(
+            "SELECT * FROM job_queue WHERE id = 5 FOR UPDATE"
+        )  # and a pending row the application holds
     writer = Database(queue)
     rows = Rows(queue, writer)
     try:
@@ -291,7 +350,9 @@ def test_on_a_small_table_actions_and_trimming_wait_for_no_row_but_their_own(set
                 touched = str(error)
             writer.conn.rollback()
             waited[name] = (round(time.monotonic() - started, 3), touched, touches)
-        quick = [name for name, (took, touched, touches) in waited.items() if took < 0.9 and touched == touches]
+        quick = [
+            name for name, (took, touched, touches) in waited.items() if took < 0.9 and touched == touches
+        ]
         assert quick == list(actions), waited
     finally:  # the test database is dropped afterwards: nothing may hold it
         for connection in (producer, app, writer):
