@@ -228,7 +228,11 @@ def summary(facts: StatusFacts | None) -> dict:
     """What the workload picker shows of a workload: its state and headline."""
     if facts is None:
         return {"state": "unknown", "headline": "waiting for the first sample"}
-    state = "fresh" if facts.fresh else "overdue" if facts.overdue_waiting else "failing"
+    state = (
+        "failing"
+        if facts.fresh and facts.dead
+        else ("fresh" if facts.fresh else "overdue" if facts.overdue_waiting else "failing")
+    )
     return {"state": state, "headline": headline(facts)}
 
 

@@ -20,7 +20,17 @@ from recheck.shared.core.records import StatusFacts
 from recheck.shared.mysql.db import Database, DatabaseDown
 from recheck.shared.redis.connection import REDIS_DOWN, connect_redis
 from recheck.shared.redis.store import open_store
-from recheck.shared.views.status import NOT_FRESH, Sampler, gather, headline, render, rhythm, verdict
+from recheck.shared.views.status import (
+    DEAD_ROWS,
+    NOT_FRESH,
+    Sampler,
+    exit_code,
+    gather,
+    headline,
+    render,
+    rhythm,
+    verdict,
+)
 from recheck.shared.workloads import deployment_of
 
 
@@ -111,13 +121,16 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     client = connect_redis(deployment_of(workloads))
     every = {w.name: gather(w, Database(w), open_store(client, w)) for w in workloads}
     fresh = all(facts.fresh for facts in every.values())
+    # Rows overdue anywhere is the more urgent answer; then dead rows anywhere.
+    code = NOT_FRESH if not fresh else max((exit_code(facts) for facts in every.values()), default=0)
     if args.json:  # one shape whatever the number of workloads: each under its name
         shown = {name: facts.as_json() for name, facts in every.items()}
-        print(json.dumps({"fresh": fresh, "workloads": shown}, indent=2))
+        dead = sum(facts.dead or 0 for facts in every.values())
+        print(json.dumps({"fresh": fresh, "dead": dead, "workloads": shown}, indent=2))
     else:
         named = len(every) > 1
         print("\n\n".join(render(facts, workload=name if named else None) for name, facts in every.items()))
-    return 0 if fresh else NOT_FRESH
+    return code
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -136,6 +149,7 @@ COMMANDS = [
         run,
         arguments,
         epilog=f"Exit code: 0 fresh, {NOT_FRESH} not fresh (rows overdue or checks failing), "
+        f"{DEAD_ROWS} fresh but a one-shot workload has dead rows (retry or delete them), "
         "1 a server unreachable.",
     )
 ]

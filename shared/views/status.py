@@ -32,6 +32,7 @@ SHARE_MS = 1000  # how long one freshness sample serves every sampler of a deplo
 SLOW_EVERY = 30.0  # seconds between exact row counts and failing-rows samples in a Sampler
 FAILING_EVERY = 5.0  # ... and between failing-rows samples while checks are failing
 NOT_FRESH = 3  # `recheck status` exit code when rows are overdue or checks failing
+DEAD_ROWS = 4  # `recheck status` exit code when every row is fresh but a one-shot workload has dead rows
 OVERDUE_DETAIL = 2_000  # the oldest overdue rows a sample reads one by one (only when any are)
 
 
@@ -312,11 +313,21 @@ def rhythm(facts: StatusFacts) -> str:
 def headline(facts: StatusFacts) -> str:
     """The one line a screen leads with (the dashboard's page says the same in its own code)."""
     rows = "All" if facts.rows is None else f"All {facts.rows:,}"
+    if facts.fresh and facts.dead:
+        return f"{facts.dead:,} dead rows"
     if facts.fresh:
         return f"{rows} rows fresh"
     if facts.overdue_waiting:
         return f"{capped(facts.overdue_waiting, facts)} rows overdue"
     return "Checks failing"
+
+
+def exit_code(facts: StatusFacts) -> int:
+    """`recheck status`'s verdict for a cron job or a monitoring check: 0 fresh, NOT_FRESH, or
+    DEAD_ROWS (fresh, but dead rows wait for someone to retry or delete them)."""
+    if not facts.fresh:
+        return NOT_FRESH
+    return DEAD_ROWS if facts.dead else 0
 
 
 def verdict(facts: StatusFacts) -> str:
@@ -331,7 +342,10 @@ def verdict(facts: StatusFacts) -> str:
         )
     if facts.fresh:
         fresh = "every row fresh: no row has waited more than 1 s past its due time, and checks succeed"
-        return fresh + (f" ({in_flight})" if in_flight else "")
+        fresh += f" ({in_flight})" if in_flight else ""
+        if facts.dead:  # on time, but jobs that will never run again unless someone acts
+            return f"DEAD ROWS: {dead_line(facts)}; otherwise {fresh}"
+        return fresh
     failing_part = ""
     if facts.checks_failing:
         share = facts.recent_failed / max(facts.recent_checks, 1)

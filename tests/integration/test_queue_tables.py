@@ -206,6 +206,22 @@ def test_a_failing_job_is_retried_then_dead_then_put_back(settings, sql, make_wo
     assert query(sql, "SELECT next_check_at, check_count, fail_count FROM job_queue")[0] == (None, 1, 0)
 
 
+def test_status_exits_4_while_dead_jobs_wait_and_0_once_they_are_retried(settings, sql, make_worker):
+    """Issue 45, item 9: a cron or Nagios check running `status` must see dead jobs."""
+    queue = jobs(settings, "job_queue")
+    create(queue, JOB_QUEUE)
+    query(sql, "INSERT INTO job_queue (data) VALUES ('x'), ('y')")
+    drain(make_worker(queue, checks.ok), queue)
+    query(sql, "UPDATE job_queue SET next_check_at = '9999-12-29', fail_count = 5 WHERE id = 2")  # dead
+    shown = recheck("status", settings=queue)
+    assert shown.returncode == 4 and "DEAD ROWS: 1 dead rows" in shown.stdout, shown.stdout
+    assert json.loads(recheck("status", "--json", settings=queue).stdout)["dead"] == 1
+    assert recheck("retry", "--workload", queue.name, "2", settings=queue).returncode == 0
+    drain(make_worker(queue, checks.ok), queue)
+    healthy = recheck("status", settings=queue)
+    assert healthy.returncode == 0 and "every row fresh" in healthy.stdout, healthy.stdout
+
+
 def test_a_done_row_is_enqueued_again_by_now(settings, sql, make_worker):
     queue = jobs(settings, "job_queue")
     create(queue, JOB_QUEUE)

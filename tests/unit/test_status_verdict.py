@@ -60,3 +60,15 @@ def test_the_limits_a_worker_reports_lead_to_one_reason():
     assert limited_by(backing_off) == "backoff"  # a failing provider explains the wait first
     waiting = facts(overdue_waiting=40, queue_depth=500, limited_by="backoff")
     assert waiting_reason(waiting).startswith("backing off a failing provider: 500 ids waiting")
+
+
+def test_dead_rows_are_not_reported_healthy():
+    """Issue 45, item 9: with dead rows status said "every row fresh" and exited 0."""
+    from recheck.shared.views.status import DEAD_ROWS, NOT_FRESH, exit_code
+
+    dead = facts(fresh=True, once=True, dead=384)
+    assert headline(dead) == "384 dead rows"
+    assert verdict(dead).startswith("DEAD ROWS: 384 dead rows") and "recheck retry" in verdict(dead)
+    assert exit_code(dead) == DEAD_ROWS
+    assert exit_code(facts(fresh=True, once=True)) == 0
+    assert exit_code(facts(fresh=False, overdue_waiting=3, dead=384)) == NOT_FRESH  # the more urgent
