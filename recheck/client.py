@@ -27,6 +27,7 @@ from recheck.shared.actions import Acted, Actions
 from recheck.shared.config import ConfigError, Settings, Workload
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rows import Rows
+from recheck.shared.mysql.schema import SchemaProblem, feed_taken
 from recheck.shared.redis.connection import REDIS_DOWN, connect_redis
 from recheck.shared.redis.store import Store, open_store
 from recheck.shared.views.rowstory import row_story
@@ -131,6 +132,9 @@ class Client:
         may come twice: `pos` tells)."""
         if not self.workload.changes:
             raise ConfigError(f"workload {self.workload.name!r} records no changes: set changes = true")
+        taken = feed_taken(self.workload, self.db)
+        if taken:
+            raise SchemaProblem(taken)
         high = self.rows.changes_span()[1] if since is None else since  # the highest position read
         gaps = Gaps(self.rows)
         signal = self._last_signal() if follow else None

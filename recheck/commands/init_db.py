@@ -33,6 +33,7 @@ from recheck.shared.mysql.schema import (
     create_database,
     create_table,
     database_exists,
+    feed_taken,
     grant_app_user,
     inspect_table,
     missing_table,
@@ -81,6 +82,10 @@ def init_db(
                 return 1
             create_changes_table(workload, db)
             say(f"created table {database}.{workload.changes_table} (the change feed)")
+        taken = feed_taken(workload, db) if code == 0 else None
+        if taken:
+            say(taken)
+            return 1
         return code
     finally:
         db.close()

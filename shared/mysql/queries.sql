@@ -563,7 +563,8 @@ CREATE TABLE IF NOT EXISTS {table} (
 
 -- name: create_changes_table
 -- The change feed of one workload table ({changes}), beside it: append-only, read by position,
--- trimmed to the workload's changes_keep. Results of any column type and length fit (LONGTEXT:
+-- trimmed to the workload's changes_keep. Its comment names the deployment that made it (key
+-- prefix/workload, schema.feed_owner): another deployment on the same table is refused. Results of any column type and length fit (LONGTEXT:
 -- a long TEXT result must never stop its row being written).
 CREATE TABLE IF NOT EXISTS {changes} (
     pos BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
@@ -575,7 +576,7 @@ CREATE TABLE IF NOT EXISTS {changes} (
     new_failing TINYINT(1) NOT NULL,
     error TEXT NULL,
     PRIMARY KEY (pos)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='recheck: the change feed of {table}'
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='recheck: the change feed of {table} (deployment {feed_owner})'
 
 -- name: grant_changes
 -- The least-privilege user writes the feed (workers), reads it (Client.changes, `recheck

@@ -8,6 +8,7 @@ that recheck did not add (its comment says so) is refused unless adopted explici
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 
 from recheck.shared.config import ConfigError, Workload
@@ -15,7 +16,7 @@ from recheck.shared.core.keys import MAX_KEY_BYTES, MAX_KEY_CHARS, BinaryKeys, I
 from recheck.shared.errors import RecheckError
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rowtext import RowText, plan_row_text
-from recheck.shared.mysql.sql import Queries, due_default, quote
+from recheck.shared.mysql.sql import Queries, due_default, feed_owner, quote
 
 INTEGER_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
 TEXT_KEY_TYPES = {"char", "varchar"}
@@ -351,6 +352,24 @@ def changes_table_missing(workload: Workload, db: Database) -> bool:
     return not int(db.scalar(Queries(workload).table_exists, {"table": workload.changes_table}))
 
 
+def feed_taken(workload: Workload, db: Database) -> str | None:
+    """Why this workload cannot use its change feed's table: another deployment made it (its key
+    prefix or workload differs), so the two would deliver and trim each other's changes. None if
+    it is this one's, does not exist, or was made before feeds named their deployment."""
+    if not workload.changes:
+        return None
+    comment = db.scalar(Queries(workload).table_comment, {"table": workload.changes_table}) or ""
+    found = re.search(r"\(deployment (.*)\)$", comment)
+    if found is None or found.group(1) == feed_owner(workload):
+        return None
+    return (
+        f"the change feed {workload.mysql.database}.{workload.changes_table} belongs to another recheck "
+        f"deployment on the same table (key prefix/workload {found.group(1)!r}; this one is "
+        f"{feed_owner(workload)!r}): it would deliver that deployment's changes as its own and trim "
+        "them. One table, one deployment: use the same key prefix and workload name, or run only one"
+    )
+
+
 def missing_table(workload: Workload, db: Database) -> str:
     """What to say of a table that does not exist: the closest existing name first (a typo is the
     likely cause), then where the name came from, and only then how to make a new table."""
@@ -389,6 +408,9 @@ def require_table(workload: Workload, db: Database) -> None:
             f"workload {workload.name!r} records changes (changes = true) but {workload.mysql.database} has "
             f"no table {workload.changes_table}; `recheck init-db --apply` creates it"
         )
+    taken = feed_taken(workload, db)
+    if taken:
+        raise SchemaProblem(taken)
 
 
 def server_identity(workload: Workload, db: Database) -> tuple[tuple[str, str], ...]:

@@ -112,6 +112,12 @@ def due_expressions(workload: Workload) -> dict[str, str]:
     return {"next_due_us": after_success, "retry_due_us": after_failure}
 
 
+def feed_owner(workload: Workload) -> str:
+    """Who a change feed's table belongs to (its comment says it): the deployment's key prefix and
+    the workload's name. Two deployments on one table would read and trim each other's changes."""
+    return f"{workload.deployment.key_prefix}/{workload.name}"
+
+
 def due_default(workload: Workload) -> str:
     """The due column's default: now, on recheck's clock (RECHECK_DB_TIME_ZONE), whatever the time
     zone of the session that inserts the row. CURRENT_TIMESTAMP follows the inserting session's
@@ -212,6 +218,8 @@ class Queries:
         # The operator's own SQL condition naming a queue table's pending rows (init-db): a literal
         # % must reach MySQL as one.
         quoted["pending"] = workload.pending.replace("%", "%%") or "TRUE"
+        # Inside a string literal of a statement sent without arguments (create_changes_table).
+        quoted["feed_owner"] = feed_owner(workload).replace("\\", "\\\\").replace("'", "''")
         quoted["check_columns"] = ", ".join(f"t.{quote(c)}" for c in workload.columns) or "NULL"
         quoted["check_text"] = check_text(row_text)
         for name, expression in due_expressions(workload).items():

@@ -531,3 +531,26 @@ def test_a_long_stored_result_never_stops_its_row_being_written(settings, make_w
     assert scalar(sql, "SELECT MIN(check_count) FROM notes") == 1
     changes = list(Client(settings=notes).changes(0))
     assert [(len(c.old), c.new) for c in changes] == [(5_000, "short")] * 5
+
+
+def test_a_second_deployment_on_the_same_table_is_refused_its_feed(watched):
+    """Issue 45, item 8: a second deployment (its own key prefix) on the same table shared the
+    feed: its Client.changes() delivered the other's changes as its own, its trimming kept none
+    of its own. The feed's table names the deployment that made it; any other is refused."""
+    from recheck.shared.mysql.schema import SchemaProblem, require_table
+
+    other = watched.model_copy(
+        update={"deployment": watched.deployment.model_copy(update={"key_prefix": "other"})}
+    )
+    refused = recheck("init-db", settings=other)
+    assert refused.returncode == 1 and "belongs to another recheck deployment" in refused.stdout, (
+        refused.stdout
+    )
+    db = Database(other)
+    with pytest.raises(SchemaProblem, match="belongs to another recheck deployment"):
+        require_table(other, db)
+    db.close()
+    with pytest.raises(SchemaProblem, match=r"'t[0-9]+/monitors'"):
+        list(Client(settings=other).changes(0))
+    assert recheck("init-db", settings=watched).returncode == 0  # its own: ready
+    list(Client(settings=watched).changes(0))
