@@ -83,9 +83,10 @@ class DispatcherService(Service):
         for lane in self.lanes:
             s = lane.workload
             where = f"workload {lane.name}, " if len(self.lanes) > 1 else ""
+            rhythm = "one-shot rows" if s.once else f"interval {s.interval:g}s"
             log.info(
-                "dispatcher %s started: %stable %s.%s, interval %gs, high water %d",
-                self.id, where, s.mysql.database, s.table, s.interval, s.high_water,
+                "dispatcher %s started: %stable %s.%s, %s, high water %d",
+                self.id, where, s.mysql.database, s.table, rhythm, s.high_water,
             )  # fmt: skip
 
     def _job_runner(self, lane: DispatchLane, job, leader_only: bool):

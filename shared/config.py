@@ -536,8 +536,9 @@ def describe_error(error: ValidationError) -> list[str]:
     return lines
 
 
-# RECHECK_* variables that are not settings: compose's .env (passwords, the checks folder).
-OTHER_VARIABLES = {"RECHECK_MYSQL_PASSWORD", "RECHECK_CHECKS_DIR"}
+# RECHECK_* variables that are not settings: compose's .env (passwords, the checks folder, the
+# image and the source it is built from).
+OTHER_VARIABLES = {"RECHECK_MYSQL_PASSWORD", "RECHECK_CHECKS_DIR", "RECHECK_IMAGE", "RECHECK_SOURCE"}
 
 
 def unknown_variables(names) -> list[str]:

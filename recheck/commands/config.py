@@ -44,6 +44,8 @@ def value_of(workload: Workload, name: str):
     """A setting of a workload as the environment names it (its own, or its deployment's)."""
     if name == "workload":
         return workload.name
+    if name == "retry" and workload.once:  # the setting is not read: a failed job always backs off
+        return "backoff (one-shot: always)"
     return getattr(workload.deployment if name in DeploymentFields.model_fields else workload, name)
 
 

@@ -66,3 +66,16 @@ def test_every_command_says_what_it_does_and_which_variables_matter(command, cap
     for line in text.splitlines():
         if line.strip().startswith(("ID", "--rows")):
             assert len(line.split()) > 1, f"{command}: {line!r} has no help text"
+
+
+def test_words_that_misled_a_user_of_a_one_shot_workload():
+    """Issue 45, item 11: compose's own RECHECK_IMAGE (and RECHECK_SOURCE), passed to every
+    container through env_file, were warned about as misspelt settings; `recheck config` showed a
+    one-shot workload's retry as `interval`, a setting it never reads."""
+    from recheck.commands.config import value_of
+    from recheck.shared.config import Settings
+
+    assert unknown_variables(["RECHECK_IMAGE", "RECHECK_SOURCE"]) == []
+    jobs = Settings(_env_file=None, once=True).default_workload()
+    assert value_of(jobs, "retry") == "backoff (one-shot: always)"
+    assert value_of(Settings(_env_file=None).default_workload(), "retry") == "interval"
