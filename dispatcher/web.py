@@ -15,7 +15,7 @@ Every request must name this server in its Host header (localhost, 127.0.0.1, ::
 address, or RECHECK_DASHBOARD_HOSTS): a DNS-rebinding page (its own name pointed at this
 machine) cannot read results and errors. A connection that sends nothing for IDLE_TIMEOUT is
 closed, and one peer holds at most PER_PEER connections, so idle half-sent connections cannot
-keep everyone else out.
+keep everyone else out; a health probe from a crowded address is still answered (BoundedServer).
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ ACTION_BODY_LIMIT = 65_536  # bytes of an action's JSON
 ACTION_IDS = 1_000  # ids per action
 IDLE_TIMEOUT = 5.0  # seconds a connection may wait between bytes of a request
 PER_PEER = 16  # connections one address may hold at once
+PROBES = 4  # connections over those bounds answered at once: 200 to /healthz, 503 to the rest
+PROBE_TIMEOUT = 1.0  # seconds such a connection has to send its request line
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
 WILDCARDS = ("", "0.0.0.0", "::")
 
@@ -189,11 +191,17 @@ class Dashboard:
 
 class BoundedServer(ThreadingHTTPServer):
     """A thread per request, but at most REQUESTS at once and PER_PEER per address: beyond that
-    a connection is closed unanswered instead of starting yet another thread."""
+    a connection goes to one of PROBES small threads that answer a health probe (GET /healthz)
+    and turn anything else away with 503, or is closed unanswered when those are busy too. So a
+    load balancer or kubelet probing from the address of a slow client (one NAT, one node) is
+    still answered, within PROBE_TIMEOUT of its request."""
+
+    request_queue_size = 128  # the kernel's accept queue: connections wait there, not in SYN retries
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.slots = threading.BoundedSemaphore(REQUESTS)
+        self.probes = threading.BoundedSemaphore(PROBES)
         self.peers: Counter[str] = Counter()
         self.peers_lock = threading.Lock()
 
@@ -206,9 +214,37 @@ class BoundedServer(ThreadingHTTPServer):
         if crowded or not self.slots.acquire(blocking=False):
             if not crowded:
                 self.left(peer)
-            self.shutdown_request(request)
+            if self.probes.acquire(blocking=False):
+                threading.Thread(target=self.turn_away, args=(request,), daemon=True).start()
+            else:
+                self.shutdown_request(request)
             return
         super().process_request(request, client_address)
+
+    def turn_away(self, request) -> None:
+        """A connection over the bounds: 200 to a health probe, 503 to anything else."""
+        try:
+            request.settimeout(PROBE_TIMEOUT)
+            head = b""
+            while b"\r\n" not in head and len(head) < 1024:
+                chunk = request.recv(1024)
+                if not chunk:
+                    break
+                head += chunk
+            words = head.split(b"\r\n", 1)[0].split()
+            probe = (
+                len(words) == 3
+                and words[0] == b"GET"
+                and urlsplit(words[1].decode("latin-1")).path == "/healthz"
+            )
+            status, body = (b"200 OK", b"ok\n") if probe else (b"503 Service Unavailable", b"busy\n")
+            request.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain\r\nContent-Length: "
+                            + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)  # fmt: skip
+        except OSError:
+            pass  # slow or gone: it had its PROBE_TIMEOUT
+        finally:
+            self.shutdown_request(request)
+            self.probes.release()
 
     def process_request_thread(self, request, client_address) -> None:
         try:

@@ -444,11 +444,13 @@ def test_ids_beyond_2_53_reach_the_page_and_come_back_as_the_same_row(make_setti
     assert page.locator("#row-title").inner_text().endswith(f" id {2**64 - 1} · paused")
 
 
-def raw_get(port: int, path: str, host: str) -> int:
-    """A GET with a Host header of our choosing; the status code."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+def raw_get(port: int, path: str, host: str, source: str = "127.0.0.1") -> int:
+    """A GET with a Host header of our choosing, from a source address; the status code (0: the
+    connection was closed unanswered)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0)) as conn:
         conn.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
-        return int(conn.recv(100).split()[1])
+        answer = conn.recv(100)
+        return int(answer.split()[1]) if answer else 0
 
 
 def test_the_dashboard_answers_only_its_own_names_and_sheds_idle_connections(make_settings, procs):
@@ -477,6 +479,11 @@ def test_the_dashboard_answers_only_its_own_names_and_sheds_idle_connections(mak
         started = time.monotonic()
         assert raw_get(dashboard, "/api/status", "127.0.0.1") == 200
         assert time.monotonic() - started < 2
+        # A health probe from the crowded address itself is answered (issue 45, item 12); any
+        # other request from it is turned away with 503 (it was closed unanswered before).
+        assert raw_get(dashboard, "/healthz", "127.0.0.1", source="127.0.0.2") == 200
+        assert raw_get(dashboard, "/api/status", "127.0.0.1", source="127.0.0.2") == 503
+        assert time.monotonic() - started < 4
         for conn in idle:  # each one closed (beyond PER_PEER: at once) or answered with an error
             conn.settimeout(15)
             try:
