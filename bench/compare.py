@@ -27,6 +27,7 @@ enqueue are timed, and a second rate counts from the start of that read.
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import json
 import os
@@ -507,16 +508,70 @@ def bench(
         else:
             run_bench(settings, config)
     finally:
-        for server in servers:
-            server.kill()
-        if folder is not None:  # the private servers' data: over 1 GB a run, of no use afterwards
-            shutil.rmtree(folder, ignore_errors=True)
-        restore()
+        release = hold_interrupts_now()  # nothing interrupts the clean-up
+        try:
+            for server in servers:
+                server.kill()
+            if folder is not None:  # the private servers' data: over 1 GB a run, of no use afterwards
+                shutil.rmtree(folder, ignore_errors=True)
+        finally:
+            release()
+            restore()
     return 0
 
 
 def _interrupt(signum: int, frame: object) -> None:
+    """Raise KeyboardInterrupt in the main thread, and again every INTERRUPT_AGAIN seconds until the
+    process ends: an exception raised while the interpreter runs a __del__ (a Redis client
+    collected at that moment) is printed and dropped, and the benchmark went on to exit 0."""
+    if not _interrupted.is_set():
+        _interrupted.set()
+        _again.append(threading.Thread(target=_interrupt_again, daemon=True))
+        _again[-1].start()
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+INTERRUPT_AGAIN = 0.5
+_interrupted = threading.Event()
+
+
+def _interrupt_again() -> None:
+    while not _cleaning.wait(INTERRUPT_AGAIN):
+        _thread.interrupt_main()  # a KeyboardInterrupt at the main thread's next instruction
+
+
+_cleaning = threading.Event()
+_again: list[threading.Thread] = []  # the thread interrupting again, once started
+
+
+def hold_interrupts() -> Callable[[], object]:
+    """While a benchmark stops its servers and removes their data: Ctrl-C, SIGTERM and the
+    repeated interrupts above are ignored (a pending one too: Python skips an ignored signal).
+    Returns what puts the handlers back. Nothing to do outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    _cleaning.set()
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for thread in _again:
+        thread.join()
+    _again.clear()
+
+    def release() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        _cleaning.clear()
+        _interrupted.clear()
+
+    return release
+
+
+def hold_interrupts_now() -> Callable[[], object]:
+    """hold_interrupts, even if an interrupt already on its way lands while it runs."""
+    while True:
+        try:
+            return hold_interrupts()
+        except KeyboardInterrupt:
+            continue
 
 
 def stop_on_sigterm() -> Callable[[], object]:
