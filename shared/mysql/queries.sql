@@ -272,7 +272,7 @@ UPDATE JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
 STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY)
   ON t.{id} = {key_match}
  AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
-SET t.{due} = IF(t.{fails} >= %(max_attempts)s, TIMESTAMP'9999-12-29 00:00:00',
+SET t.{due} = IF(t.{fails} >= %(max_attempts)s, {dead_due},
                  t.{checked} + INTERVAL {retry_due_us} MICROSECOND)
 
 -- name: quarantine
@@ -284,21 +284,21 @@ UPDATE JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
 STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY)
   ON t.{id} = {key_match}
  AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
-SET t.{due} = TIMESTAMP'9999-12-31 00:00:00',
+SET t.{due} = {quarantined_due},
     t.{error} = %(reason)s
 
 -- name: release
 -- Put quarantined rows back: due now, error cleared.
 UPDATE {table} FORCE INDEX (PRIMARY)
 SET {due} = NOW(3), {error} = NULL, {fails} = 0
-WHERE {id} IN %(ids)s AND {due} = TIMESTAMP'9999-12-31 00:00:00'
+WHERE {id} IN %(ids)s AND {due} = {quarantined_due}
 
 -- name: retry
 -- `recheck retry`: dead rows of a one-shot workload back in line, due now, their failures
 -- forgotten (max_attempts more), their last error kept until the next attempt.
 UPDATE {table} FORCE INDEX (PRIMARY)
 SET {due} = NOW(3), {fails} = 0
-WHERE {id} IN %(ids)s AND {due} = TIMESTAMP'9999-12-29 00:00:00'
+WHERE {id} IN %(ids)s AND {due} = {dead_due}
 
 -- Parked rows: a due time in year 9999 is never reached, so the keyset over the due index never
 -- reads them (pausing costs nothing per poll). Quarantined rows are parked at 9999-12-31 00:00,
@@ -309,10 +309,10 @@ WHERE {id} IN %(ids)s AND {due} = TIMESTAMP'9999-12-29 00:00:00'
 -- Which of these keys exist, and whether each is paused, quarantined or dead (the application's
 -- actions report the others as missing).
 SELECT {id},
-       COALESCE({due} >= TIMESTAMP'9999-01-01 00:00:00' AND {due} <> TIMESTAMP'9999-12-31 00:00:00'
-                AND {due} <> TIMESTAMP'9999-12-29 00:00:00', FALSE),
-       COALESCE({due} = TIMESTAMP'9999-12-31 00:00:00', FALSE),
-       COALESCE({due} = TIMESTAMP'9999-12-29 00:00:00', FALSE),
+       COALESCE({due} >= {parked_from} AND {due} <> {quarantined_due}
+                AND {due} <> {dead_due}, FALSE),
+       COALESCE({due} = {quarantined_due}, FALSE),
+       COALESCE({due} = {dead_due}, FALSE),
        {due} IS NULL
 FROM {table}
 WHERE {id} IN %(ids)s
@@ -322,20 +322,20 @@ WHERE {id} IN %(ids)s
 -- enqueued again. NOW(3) in recheck's own session (its time zone); the application's plain SQL
 -- for the same is in docs/application-api.md.
 UPDATE {table} FORCE INDEX (PRIMARY) SET {due} = NOW(3)
-WHERE {id} IN %(ids)s AND ({due} < TIMESTAMP'9999-01-01 00:00:00' OR {due} IS NULL)
+WHERE {id} IN %(ids)s AND ({due} < {parked_from} OR {due} IS NULL)
 
 -- name: pause
 -- `recheck pause`: never dispatched until resumed; a check in flight meanwhile is fenced out.
 -- Quarantined and dead rows stay so (`release` and `retry` are their ways back), done rows too.
-UPDATE {table} FORCE INDEX (PRIMARY) SET {due} = TIMESTAMP'9999-12-30 00:00:00'
-WHERE {id} IN %(ids)s AND {due} <> TIMESTAMP'9999-12-31 00:00:00'
-  AND {due} <> TIMESTAMP'9999-12-29 00:00:00'
+UPDATE {table} FORCE INDEX (PRIMARY) SET {due} = {paused_due}
+WHERE {id} IN %(ids)s AND {due} <> {quarantined_due}
+  AND {due} <> {dead_due}
 
 -- name: resume
 -- `recheck resume`: paused rows due now.
 UPDATE {table} FORCE INDEX (PRIMARY) SET {due} = NOW(3)
-WHERE {id} IN %(ids)s AND {due} >= TIMESTAMP'9999-01-01 00:00:00'
-  AND {due} <> TIMESTAMP'9999-12-31 00:00:00'
+WHERE {id} IN %(ids)s AND {due} >= {parked_from}
+  AND {due} <> {quarantined_due}
 
 -- name: due_entries
 -- Queue entries of these keys' rows that are due (the dispatcher reads the ids the application
@@ -348,16 +348,16 @@ WHERE {id} IN %(ids)s AND {due} <= NOW(3)
 -- name: count_paused
 -- A range of the due index (parked rows sort last): cheap however many rows are due.
 SELECT COUNT(*) FROM {table}
-WHERE {due} >= TIMESTAMP'9999-01-01 00:00:00' AND {due} <> TIMESTAMP'9999-12-31 00:00:00'
-  AND {due} <> TIMESTAMP'9999-12-29 00:00:00'
+WHERE {due} >= {parked_from} AND {due} <> {quarantined_due}
+  AND {due} <> {dead_due}
 
 -- name: count_dead
 -- One-shot rows that failed max_attempts times: one point of the due index.
-SELECT COUNT(*) FROM {table} WHERE {due} = TIMESTAMP'9999-12-29 00:00:00'
+SELECT COUNT(*) FROM {table} WHERE {due} = {dead_due}
 
 -- name: list_dead
 SELECT {id}, {fails}, {error} FROM {table}
-WHERE {due} = TIMESTAMP'9999-12-29 00:00:00'
+WHERE {due} = {dead_due}
 ORDER BY {id}
 LIMIT %(limit)s
 
@@ -366,7 +366,7 @@ LIMIT %(limit)s
 -- %(cap)s: done rows (a NULL due time) are not in the range.
 SELECT COUNT(*) FROM (
     SELECT 1 FROM {table}
-    WHERE {due} < TIMESTAMP'9999-01-01 00:00:00'
+    WHERE {due} < {parked_from}
     LIMIT %(cap)s) AS pending
 
 -- name: now_minus
@@ -391,7 +391,7 @@ WHERE t.{id} IN %(ids)s AND t.{due} IS NULL AND t.{checked} < %(before)s
 
 -- name: adopting_any
 -- A row of an adopted one-shot table not sorted yet (schema.ADOPTING_DUE), through the due index.
-SELECT 1 FROM {table} WHERE {due} = TIMESTAMP'9999-12-28 00:00:00' LIMIT 1
+SELECT 1 FROM {table} WHERE {due} = {adopting_due} LIMIT 1
 
 -- name: pending_valid
 -- The operator's `pending` condition, tried before anything is altered (a typo fails here).
@@ -401,7 +401,7 @@ SELECT 1 FROM {table} WHERE COALESCE(({pending}), FALSE) LIMIT 1
 -- `init-db --apply` adopting a queue table: the keys of the next rows not sorted yet after
 -- %(after)s (NULL: from the first), through the due index. A plain read: it locks nothing.
 SELECT {id} FROM {table}
-WHERE {due} = TIMESTAMP'9999-12-28 00:00:00' AND (%(after)s IS NULL OR {id} > %(after)s)
+WHERE {due} = {adopting_due} AND (%(after)s IS NULL OR {id} > %(after)s)
 ORDER BY {id} LIMIT %(limit)s
 
 -- name: adopt_pending
@@ -411,7 +411,7 @@ ORDER BY {id} LIMIT %(limit)s
 -- adoption cut short is finished by running it again.
 UPDATE {table} FORCE INDEX (PRIMARY)
 SET {due} = IF(COALESCE(({pending}), FALSE), NOW(3), NULL)
-WHERE {id} IN %(ids)s AND {due} = TIMESTAMP'9999-12-28 00:00:00'
+WHERE {id} IN %(ids)s AND {due} = {adopting_due}
 
 -- name: one_row
 -- `recheck inspect`: one row by its key, with the database clock's view of its lateness. The key
@@ -452,7 +452,7 @@ FROM (
     SELECT {checked}, {due}, {row_interval_us} AS every_us
     FROM {table}
     WHERE {due} > NOW(3) + INTERVAL %(interval_us)s MICROSECOND
-      AND {due} < TIMESTAMP'9999-01-01 00:00:00'
+      AND {due} < {parked_from}
     ORDER BY {due}
     LIMIT %(cap)s) AS ahead
 WHERE ahead.{checked} IS NULL
@@ -481,7 +481,7 @@ FROM (SELECT {row_interval_us} AS row_interval_us FROM {table}) AS intervals
 -- Checks per second the table asks for: one per row per its own interval, paused and
 -- quarantined rows left out. A scan: `recheck config` only.
 SELECT COALESCE(SUM(1000000 / ({row_interval_us})), 0) FROM {table} AS t
-WHERE t.{due} < TIMESTAMP'9999-01-01 00:00:00'
+WHERE t.{due} < {parked_from}
 
 -- name: oldest_lateness
 -- Seconds the most overdue row is past its due time (negative: nothing is due). One index probe.
@@ -492,13 +492,13 @@ SELECT TIMESTAMPDIFF(MICROSECOND, MIN({due}), NOW(3)) / 1000000 FROM {table}
 -- A full scan (the checked column has no index): for end-of-run summaries, never for loops.
 SELECT COUNT(*) FROM {table}
 WHERE ({checked} IS NULL OR {checked} < NOW(3) - INTERVAL %(age_us)s MICROSECOND)
-  AND {due} < TIMESTAMP'9999-01-01 00:00:00'
+  AND {due} < {parked_from}
 
 -- name: list_failing
 -- Rows whose last check failed, with the error. A scan (fail_count has no index): sampled
 -- every 30 s by the dashboard, never in a loop.
 SELECT {id}, {fails}, {error} FROM {table}
-WHERE {fails} > 0 AND {due} < TIMESTAMP'9999-01-01 00:00:00'
+WHERE {fails} > 0 AND {due} < {parked_from}
 LIMIT %(limit)s
 
 -- name: count_failing
@@ -506,16 +506,16 @@ LIMIT %(limit)s
 -- (fail_count has no index): `recheck status` and the dashboard's 30 s samples, never a loop.
 SELECT COUNT(*) FROM (
     SELECT 1 FROM {table}
-    WHERE {fails} > 0 AND {due} < TIMESTAMP'9999-01-01 00:00:00'
+    WHERE {fails} > 0 AND {due} < {parked_from}
     LIMIT %(cap)s
 ) AS failing
 
 -- name: count_quarantined
-SELECT COUNT(*) FROM {table} WHERE {due} = TIMESTAMP'9999-12-31 00:00:00'
+SELECT COUNT(*) FROM {table} WHERE {due} = {quarantined_due}
 
 -- name: list_quarantined
 SELECT {id}, {error} FROM {table}
-WHERE {due} = TIMESTAMP'9999-12-31 00:00:00'
+WHERE {due} = {quarantined_due}
 ORDER BY {id}
 LIMIT %(limit)s
 
@@ -650,5 +650,5 @@ SELECT MAX({id}) FROM (
 UPDATE {table}
 SET {due} = NOW(3) + INTERVAL FLOOR(CRC32({id}) / 4294967296 * {row_interval_us}) MICROSECOND
 WHERE (%(after)s IS NULL OR {id} > %(after)s) AND {id} <= %(last)s
-  AND {due} < TIMESTAMP'9999-01-01 00:00:00'
+  AND {due} < {parked_from}
 

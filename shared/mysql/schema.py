@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from recheck.shared.config import ConfigError, Workload
 from recheck.shared.core.keys import MAX_KEY_BYTES, MAX_KEY_CHARS, BinaryKeys, IntKeys, KeyKind, TextKeys
+from recheck.shared.core.rowstates import PARKED_AT, RowState, sql_text
 from recheck.shared.errors import RecheckError
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rowtext import RowText, plan_row_text
@@ -30,8 +31,8 @@ JSON_TEXT_LIMIT = 1024  # the VARCHAR size JSON_TABLE reads results and errors a
 # A one-shot workload adopting an existing table: its due column is added with this default, so
 # that existing rows (and rows producers insert meanwhile) are neither due nor done until init-db
 # has sorted them by `pending` and set the real default; an adoption cut short, or an ALTER
-# applied by hand, runs no finished job. From 9999-01-01 on: parked, never dispatched.
-ADOPTING_DUE = "9999-12-28 00:00:00"
+# applied by hand, runs no finished job (a parked state: shared/core/rowstates.py).
+ADOPTING_DUE = sql_text(PARKED_AT[RowState.ADOPTING])
 COLUMN_MARK = "recheck:"  # the comment of every column init-db adds
 TABLE_MARK = "made by recheck init-db"  # the comment of a table init-db created
 

@@ -13,6 +13,7 @@ from importlib import resources
 
 from recheck.shared.config import Workload
 from recheck.shared.core.keys import INT_KEYS, KeyKind
+from recheck.shared.core.rowstates import SQL_LITERALS
 from recheck.shared.mysql.rowtext import AS_IS, HEX, TEXT, RowText
 
 _NAME_LINE = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
@@ -213,6 +214,7 @@ class Queries:
         quoted["key_out"] = (keys or INT_KEYS).key_out.format(id=quoted["id"])
         quoted["row_interval_us"] = row_interval_us(workload, alias="")
         quoted["due_default"] = due_default(workload)
+        quoted.update(SQL_LITERALS)  # the parked states' due times (shared/core/rowstates.py)
         # A one-shot workload's done rows have no due time.
         quoted["due_null"] = "NULL" if workload.once else "NOT NULL"
         # The operator's own SQL condition naming a queue table's pending rows (init-db): a literal

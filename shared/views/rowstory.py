@@ -10,19 +10,15 @@ for a person asking, never for a loop.
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from recheck.shared.config import DEFAULT_WORKLOAD, Workload
 from recheck.shared.core.entries import ms_to_datetime
 from recheck.shared.core.keys import KeyKind
+from recheck.shared.core.rowstates import RowState
+from recheck.shared.core.rowstates import state_of as due_state
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.redis.store import Store
 from recheck.shared.views.status import shown_key
-
-PARKED_YEAR = 9999  # a due time never reached: paused (9999-12-30), quarantined (-31), dead (-29)
-QUARANTINED_DUE = datetime(9999, 12, 31)
-DEAD_DUE = datetime(9999, 12, 29)  # a one-shot row that failed max_attempts times
 
 
 def row_story(workload: Workload, db: Database, store: Store, keys: KeyKind, key) -> dict | None:
@@ -32,18 +28,17 @@ def row_story(workload: Workload, db: Database, store: Store, keys: KeyKind, key
         return None
     due, checked, result, count, fails, error, now, late_s, due_ms, key, group = row  # the key as stored
     where = store.whereabouts(keys.encode(key), group.encode() if isinstance(group, str) else group)
-    done = due is None  # a one-shot row done: its due time cleared
-    quarantined = due == QUARANTINED_DUE
-    dead = due == DEAD_DUE
-    paused = not done and due.year == PARKED_YEAR and not (quarantined or dead)
+    state = due_state(due)
+    done = state is RowState.DONE  # a one-shot row done: its due time cleared
+    quarantined = state is RowState.QUARANTINED
+    dead = state is RowState.DEAD
+    paused = state in (RowState.PAUSED, RowState.ADOPTING)  # adopting: parked until init-db sorts it
     story = {
         "workload": workload.name,
         "table": f"{workload.mysql.database}.{workload.table}",
         "id": shown_key(key),
         "due": "done" if done else str(due),
-        "late_s": None
-        if done or due.year == PARKED_YEAR
-        else round(float(late_s), 3),  # negative: not due yet
+        "late_s": None if state is not RowState.DUE else round(float(late_s), 3),  # negative: not due yet
         "checked": str(checked) if checked else None,  # the last attempt, successful or not
         "result": result,
         "check_count": int(count),
