@@ -21,7 +21,8 @@ import hashlib
 import os
 import re
 import sys
-from typing import Annotated, Literal
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from dotenv import dotenv_values
@@ -474,7 +475,7 @@ class Workload(WorkloadFields):
         """What a log line about this workload starts with: nothing for the only (default) one."""
         return "" if self.name == DEFAULT_WORKLOAD else f"[{self.name}] "
 
-    def evolve(self, **changes) -> Workload:
+    def evolve(self, **changes: Any) -> Workload:
         """This workload with some settings changed, validated; a deployment setting among them
         changes the deployment (tests, benchmarks and command-line options)."""
         ours = {k: v for k, v in changes.items() if k not in DeploymentFields.model_fields}
@@ -541,7 +542,7 @@ def describe_error(error: ValidationError) -> list[str]:
 OTHER_VARIABLES = {"RECHECK_MYSQL_PASSWORD", "RECHECK_CHECKS_DIR", "RECHECK_IMAGE", "RECHECK_SOURCE"}
 
 
-def unknown_variables(names) -> list[str]:
+def unknown_variables(names: Iterable[str]) -> list[str]:
     """One warning per RECHECK_* name that is no setting, naming the closest one (a typo)."""
     known = {f"{ENV_PREFIX}{name.upper()}" for name in Settings.model_fields} | OTHER_VARIABLES
     warnings = []
@@ -567,7 +568,7 @@ def export_dotenv(path: str = ".env") -> list[str]:
     return exported
 
 
-def load_settings(**overrides) -> Settings:
+def load_settings(**overrides: Any) -> Settings:
     """Settings from the environment; ConfigError (a line per bad variable) on a bad value.
     A RECHECK_* variable that is no setting (a typo) gets one warning line."""
     try:

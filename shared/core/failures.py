@@ -14,6 +14,7 @@ import logging
 import re
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,13 @@ def failing(recent: Recent, threshold: float) -> bool:
 
 
 class FailureWatch:
-    def __init__(self, threshold: float, window: float = WINDOW, clock=time.monotonic, prefix: str = ""):
+    def __init__(
+        self,
+        threshold: float,
+        window: float = WINDOW,
+        clock: Callable[[], float] = time.monotonic,
+        prefix: str = "",
+    ):
         self.threshold = threshold
         self.prefix = prefix  # names the workload in the log lines (Workload.log_prefix)
         self.window = window
@@ -109,7 +116,7 @@ class Breaker:
     worker's running totals (rows written as checked, as failed). One log line at each change.
     Pure logic: no I/O but the log lines."""
 
-    def __init__(self, threshold: float, clock=time.monotonic, prefix: str = ""):
+    def __init__(self, threshold: float, clock: Callable[[], float] = time.monotonic, prefix: str = ""):
         self.threshold = threshold
         self.clock = clock
         self.prefix = prefix

@@ -170,7 +170,7 @@ class TextKeys(_HexKeys):
 
     key_out = "HEX(CONVERT({id} USING utf8mb4))"
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, TextKeys) and vars(self) == vars(other)
 
     def __repr__(self) -> str:
@@ -207,7 +207,7 @@ class BinaryKeys(_HexKeys):
     key_match = "UNHEX(v.row_key)"
     key_out = "HEX({id})"
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, BinaryKeys) and self.length == other.length
 
     def __repr__(self) -> str:

@@ -24,7 +24,7 @@ class PartLimit:
     def limited(self) -> bool:
         return self.rate > 0 or self.in_flight > 0
 
-    def args(self) -> list:
+    def args(self) -> list[str | int]:
         """What pop.lua takes as ARGV[3..5]."""
         return [repr(self.rate), self.burst, self.in_flight]
 
@@ -53,6 +53,6 @@ class GroupLimit:
         """The most tokens one grant hands a group: about GRANT_WINDOW of its rate, at least 1."""
         return max(1, round(self.rate * GRANT_WINDOW))
 
-    def args(self) -> list:
+    def args(self) -> list[str | int]:
         """What pop.lua takes as ARGV[10..12]."""
         return [repr(self.rate), self.burst, self.in_flight]

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import pymysql
 
@@ -22,6 +23,7 @@ from recheck.shared.config import Workload
 from recheck.shared.errors import OutageError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Client and server error codes meaning "the connection is gone or unusable; reconnect".
 CONNECTION_LOST = {
@@ -170,7 +172,8 @@ class Database:
         if error_code(error) in REFUSING:
             self.close()  # after a failover, a new connection may reach the new primary
             return DatabaseRefused(str(error))
-        return error
+        unchanged: Exception = error  # pymysql is untyped here
+        return unchanged
 
     @contextlib.contextmanager
     def cursor(self) -> Iterator[pymysql.cursors.Cursor]:
@@ -185,12 +188,13 @@ class Database:
             raise translated from error
         _last_success[self.server] = time.monotonic()
 
-    def query(self, sql: str, args: object = None) -> tuple[tuple, ...]:
+    def query(self, sql: str, args: object = None) -> tuple[tuple[Any, ...], ...]:
         with self.cursor() as cursor:
             cursor.execute(sql, args)
-            return cursor.fetchall()
+            rows: tuple[tuple[Any, ...], ...] = cursor.fetchall()
+            return rows
 
-    def scalar(self, sql: str, args: object = None):
+    def scalar(self, sql: str, args: object = None) -> Any:
         rows = self.query(sql, args)
         return rows[0][0] if rows else None
 
@@ -202,12 +206,13 @@ class Database:
         """Run statements in one transaction (a single one in autocommit mode: one round trip);
         affected row counts in order."""
 
-        def run(cursor) -> list[int]:
+        def run(cursor: Any) -> list[int]:
             return [cursor.execute(sql, args) for sql, args in statements]
 
-        return self.run_in_transaction(run, attempts, begin=len(statements) > 1)
+        counts: list[int] = self.run_in_transaction(run, attempts, begin=len(statements) > 1)
+        return counts
 
-    def run_in_transaction(self, work: Callable, attempts: int = 5, begin: bool = True):
+    def run_in_transaction(self, work: Callable[[Any], T], attempts: int = 5, begin: bool = True) -> T:
         """work(cursor) inside one transaction; its result. Deadlocks are retried; a lost
         connection raises DatabaseDown (the transaction was rolled back by the server, or
         committed if the loss came after COMMIT: callers only send fenced, idempotent

@@ -13,7 +13,7 @@ time one is needed (`keys`), so every statement matches keys in the column's own
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -30,7 +30,26 @@ from recheck.shared.mysql.sql import Queries, interval_params
 
 log = logging.getLogger(__name__)
 
-Statement = tuple[str, dict | list]
+Row = tuple[Any, ...]  # a row as PyMySQL returns it, or a record a write-back sends
+Cursor = tuple[int, Any]  # (due_ms, key) of the keyset; a None key: before, or after, every key
+Progress = Callable[[int, int], None] | None  # (done, total) of a long walk
+Statement = tuple[str, dict[str, Any] | list[Any]]
+
+
+class OneRow(NamedTuple):
+    """One row as `recheck inspect` reads it (queries.sql one_row)."""
+
+    due: datetime | None  # None: a one-shot row done
+    checked: datetime | None
+    result: Any
+    check_count: int
+    fails: int
+    error: str | None
+    now: datetime  # the database clock
+    late_s: Any  # seconds past its due time (negative: not due yet; NULL when done)
+    due_ms: int | None
+    key: Key  # as stored (the column's collation may match another spelling)
+    group: Any  # as its group list is named; None for a workload without groups
 
 
 class KeyState(NamedTuple):
@@ -68,7 +87,8 @@ class Rows:
     # -- the clock --------------------------------------------------------------------------
     def now(self) -> datetime:
         """The database clock (due decisions use it, never a host's)."""
-        return self.db.scalar(self.queries.db_now)
+        now: datetime = self.db.scalar(self.queries.db_now)
+        return now
 
     def clock(self) -> tuple[datetime, float]:
         """The database clock as due times read it, and in Unix seconds."""
@@ -77,7 +97,7 @@ class Rows:
 
     # -- dispatching ------------------------------------------------------------------------
     def due_page(
-        self, after: tuple, before: tuple, limit: int, lateness_s: float = 0.0, priority: bool = False
+        self, after: Cursor, before: Cursor, limit: int, lateness_s: float = 0.0, priority: bool = False
     ) -> list[bytes]:
         """Queue entries of the rows due at least `lateness_s` ago after the keyset cursor `after`
         and up to `before` ((due_ms, key) each; a None key: before, or after, every key). With a
@@ -100,17 +120,17 @@ class Rows:
         return (joined.encode() if isinstance(joined, str) else joined).split(b" ")
 
     # -- writing back (the statements; workers/writing/writeback.py runs them) -----------------
-    def write_success(self, successes: Sequence[tuple]) -> Statement:
+    def write_success(self, successes: Sequence[Row]) -> Statement:
         """Rows (key, due_ms, result[, after_us]) written as checked, fenced on their due time."""
         return self.queries.write_success, {"batch": batch_json(successes), **interval_params(self.workload)}
 
-    def write_unchanged(self, successes: Sequence[tuple]) -> Statement:
+    def write_unchanged(self, successes: Sequence[Row]) -> Statement:
         """write_success of only the rows whose stored result is this text and that are not
         failing: the change feed has nothing to record of them (queries.sql)."""
         _, args = self.write_success(successes)
         return self.queries.write_unchanged, args
 
-    def write_done(self, done: Sequence[tuple]) -> Statement:
+    def write_done(self, done: Sequence[Row]) -> Statement:
         """One-shot rows (key, due_ms, result) done, fenced: their due time cleared, or with
         `done = "delete"` the rows deleted."""
         if self.workload.done == "delete":
@@ -119,7 +139,7 @@ class Rows:
             "batch": batch_json((key, due_ms, result) for key, due_ms, result, *_ in done)
         }
 
-    def write_failures(self, failures: Sequence[tuple]) -> list[Statement]:
+    def write_failures(self, failures: Sequence[Row]) -> list[Statement]:
         """Rows (key, due_ms, error) written as failed, then their retry scheduled (two statements:
         MySQL does not promise the order of a multi-table UPDATE's assignments); a one-shot row
         that failed max_attempts times is dead instead."""
@@ -134,29 +154,29 @@ class Rows:
         schedule = self.queries.schedule_retry_once if s.once else self.queries.schedule_retry
         return [(self.queries.record_failure, {"batch": batch_json(failures)}), (schedule, retry)]
 
-    def read_before_write(self, refs: Sequence[tuple]) -> Statement:
+    def read_before_write(self, refs: Sequence[Row]) -> Statement:
         """For the change feed: rows (key, due_ms) as they are, locked, fenced like the writes;
         the statement answers (place in the batch from 1, result, fail count)."""
         return self.queries.changes_read, {"batch": batch_json(refs)}
 
-    def read_after_write(self, refs: Sequence) -> Statement:
+    def read_after_write(self, refs: Sequence[Key]) -> Statement:
         """For the change feed: the stored results of these keys' rows after the write (inside
         the write's transaction); the statement answers (place in `refs` from 1, result)."""
         return self.queries.changes_after_write, {"batch": batch_json((ref,) for ref in refs)}
 
-    def record_changes(self, records: Sequence[tuple]) -> Statement:
+    def record_changes(self, records: Sequence[Row]) -> Statement:
         """The change feed's rows (key as text, old, new, old_failing, new_failing, error): one
         INSERT with a VALUES group per record."""
         head, group = self.queries.record_changes.rsplit("VALUES", 1)
         sql = head + "VALUES " + ", ".join([group.strip()] * len(records))
         return sql, [value for record in records for value in record]
 
-    def lock_unlocked(self, refs: Sequence) -> Statement:
+    def lock_unlocked(self, refs: Sequence[Key]) -> Statement:
         """Lock the rows of these keys that nobody else holds (inside the caller's transaction);
         the statement returns their keys."""
         return self.queries.lock_unlocked, {"batch": batch_json((ref,) for ref in refs)}
 
-    def check_rows(self, refs: Sequence) -> dict[Any, dict[str, Any]]:
+    def check_rows(self, refs: Sequence[Key]) -> dict[Any, dict[str, Any]]:
         """key -> its row as the check gets it (column name -> value: the id column and `columns`),
         for the rows of these keys (one statement: as one string when every column's type
         allows, rowtext.py)."""
@@ -182,37 +202,37 @@ class Rows:
         self.db.execute(self.queries.writable)
 
     # -- recovery and operators' actions --------------------------------------------------------
-    def quarantine(self, parked: Sequence[tuple], reason: str) -> int:
+    def quarantine(self, parked: Sequence[Row], reason: str) -> int:
         """Park rows (key, due_ms), fenced like a write-back; how many were parked."""
         return self.db.execute(self.queries.quarantine, {"batch": batch_json(parked), "reason": reason})
 
-    def release(self, keys: Sequence) -> int:
+    def release(self, keys: Sequence[Key]) -> int:
         """Put quarantined rows back into rotation, due now; how many were quarantined."""
         return self.db.execute(self.queries.release, {"ids": tuple(keys)})
 
     # -- the application's actions: now, pause, resume ---------------------------------------------
-    def key_states(self, keys: Sequence) -> dict:
+    def key_states(self, keys: Sequence[Key]) -> dict[Any, KeyState]:
         """key as stored -> KeyState(paused, quarantined, dead), for the keys that exist."""
         if not keys:
             return {}
         rows = self.db.query(self.queries.key_states, {"ids": tuple(keys)})
         return {key: KeyState(bool(p), bool(q), bool(d), bool(n)) for key, p, q, d, n in rows}
 
-    def retry(self, keys: Sequence) -> int:
+    def retry(self, keys: Sequence[Key]) -> int:
         """Dead one-shot rows due now again, their failures forgotten; how many were dead."""
         return self.db.execute(self.queries.retry, {"ids": tuple(keys)}) if keys else 0
 
-    def mark_now(self, keys: Sequence) -> int:
+    def mark_now(self, keys: Sequence[Key]) -> int:
         """Due now (not paused or quarantined rows); how many rows that touched."""
         return self.db.execute(self.queries.mark_now, {"ids": tuple(keys)}) if keys else 0
 
-    def pause(self, keys: Sequence) -> int:
+    def pause(self, keys: Sequence[Key]) -> int:
         return self.db.execute(self.queries.pause, {"ids": tuple(keys)}) if keys else 0
 
-    def resume(self, keys: Sequence) -> int:
+    def resume(self, keys: Sequence[Key]) -> int:
         return self.db.execute(self.queries.resume, {"ids": tuple(keys)}) if keys else 0
 
-    def due_entries(self, keys: Sequence) -> list[bytes]:
+    def due_entries(self, keys: Sequence[Key]) -> list[bytes]:
         """Queue entries of these keys' rows that are due now."""
         self.table  # noqa: B018 (entries print keys as their kind spells them)
         joined = self.db.scalar(self.queries.due_entries, {"ids": tuple(keys)}) if keys else None
@@ -221,11 +241,11 @@ class Rows:
         return (joined.encode() if isinstance(joined, str) else joined).split(b" ")
 
     # -- the change feed ------------------------------------------------------------------------
-    def changes_after(self, after: int, limit: int) -> list[tuple]:
+    def changes_after(self, after: int, limit: int) -> list[Row]:
         """(pos, key, at, old, new, old_failing, new_failing, error) after position `after`."""
         return list(self.db.query(self.queries.changes_after, {"after": after, "limit": limit}))
 
-    def changes_between(self, low: int, high: int) -> list[tuple]:
+    def changes_between(self, low: int, high: int) -> list[Row]:
         """The committed changes at positions low..high, as changes_after answers (never waits)."""
         return list(self.db.query(self.queries.changes_between, {"low": low, "high": high}))
 
@@ -258,11 +278,11 @@ class Rows:
         return dropped
 
     # -- what status, the dashboard and `inspect` read ------------------------------------------
-    def one_row(self, key) -> tuple | None:
+    def one_row(self, key: Key) -> OneRow | None:
         """(due, checked, result, count, fails, error, now, late_s, due_ms, key as stored, group as
         its group list is named: None for a workload without groups)."""
         rows = self.db.query(self.queries.one_row, {"id": key})
-        return rows[0] if rows else None
+        return OneRow(*rows[0]) if rows else None
 
     def freshness(self, cap: int) -> tuple[int, int, float]:
         """(due now, overdue by more than 1 s, database clock in Unix seconds), each count exactly
@@ -309,7 +329,7 @@ class Rows:
     def count_dead(self) -> int:
         return int(self.db.scalar(self.queries.count_dead))
 
-    def dead(self, limit: int) -> list[tuple]:
+    def dead(self, limit: int) -> list[Row]:
         """(key, failures, last error) of dead one-shot rows, the lowest keys first."""
         return list(self.db.query(self.queries.list_dead, {"limit": limit}))
 
@@ -335,7 +355,7 @@ class Rows:
             after, walked = keys[-1], walked + chunk
         return gone, after
 
-    def adopt_pending(self, progress=None) -> int:
+    def adopt_pending(self, progress: Progress = None) -> int:
         """A queue table adopted by a one-shot workload: its rows not sorted yet (ADOPTING_DUE)
         due now where the `pending` condition names them, the others done, in chunks of keys;
         how many rows were set. Resumable: sorted rows are left alone."""
@@ -362,14 +382,14 @@ class Rows:
     def count_quarantined(self) -> int:
         return int(self.db.scalar(self.queries.count_quarantined))
 
-    def quarantined(self, limit: int) -> list[tuple]:
+    def quarantined(self, limit: int) -> list[Row]:
         """(key, reason) of quarantined rows."""
         return list(self.db.query(self.queries.list_quarantined, {"limit": limit}))
 
     def count_failing(self, cap: int) -> int:
         return int(self.db.scalar(self.queries.count_failing, {"cap": cap}))
 
-    def failing(self, limit: int) -> list[tuple]:
+    def failing(self, limit: int) -> list[Row]:
         """(key, failures in a row, last error) of rows whose last check failed."""
         return list(self.db.query(self.queries.list_failing, {"limit": limit}))
 
@@ -378,7 +398,9 @@ class Rows:
         return int(self.db.scalar(self.queries.count_stale, {"age_us": round(age_s * 1_000_000)}))
 
     # -- demo rows and spreading due times ------------------------------------------------------
-    def seed(self, rows: int, *, due_now: bool, truncate: bool, start_in_s: float, progress=None):
+    def seed(
+        self, rows: int, *, due_now: bool, truncate: bool, start_in_s: float, progress: Progress = None
+    ) -> tuple[int, int]:
         """Insert `rows` rows after the highest id, due over one interval (or all now); returns
         (first id, last id)."""
         if truncate:
@@ -396,7 +418,7 @@ class Rows:
                 progress(done, rows)
         return first, first + rows - 1
 
-    def spread(self, progress=None) -> int:
+    def spread(self, progress: Progress = None) -> int:
         """Spread every row's due time over one interval from now (each row's own, with an
         interval column), in short primary-key chunks; how many rows were updated."""
         total = self.count()

@@ -420,7 +420,7 @@ def server_identity(workload: Workload, db: Database) -> tuple[tuple[str, str], 
     return tuple(sorted((str(name), str(value)) for name, value in rows))
 
 
-def table_identity(workload: Workload, db: Database) -> tuple:
+def table_identity(workload: Workload, db: Database) -> tuple[object, ...]:
     """(server, database, table) of a workload's table, however its URL spells the server."""
     server = server_identity(workload, db)
     folded = dict(server).get("lower_case_table_names", "0") != "0"  # names are case-insensitive there
@@ -433,7 +433,7 @@ def require_distinct_tables(workloads: list[tuple[Workload, Database]]) -> None:
     per due time), also when their URLs name its server differently."""
     if len(workloads) < 2:
         return
-    seen: dict[tuple, str] = {}
+    seen: dict[tuple[object, ...], str] = {}
     lines = []
     for workload, db in workloads:
         target = table_identity(workload, db)

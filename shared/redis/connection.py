@@ -48,8 +48,8 @@ class Client(redis.Redis):
 
     seen = 0.0  # monotonic time of the last successful command, any client of this process
 
-    def execute_command(self, *args, **options):
-        result = super().execute_command(*args, **options)
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        result = super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
         Client.seen = time.monotonic()
         return result
 
@@ -61,13 +61,13 @@ def last_success() -> float:
 class ClusterClient(redis.cluster.RedisCluster):
     """redis-py's cluster client, noting successes like Client."""
 
-    def execute_command(self, *args, **options):
-        result = super().execute_command(*args, **options)
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        result = super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
         Client.seen = time.monotonic()
         return result
 
 
-def _options() -> dict:
+def _options() -> dict[str, Any]:
     return {
         "socket_timeout": SOCKET_TIMEOUT,
         "socket_connect_timeout": 5.0,
@@ -89,7 +89,7 @@ def is_cluster(client: redis.Redis) -> bool:
     or a proxy refuses it ("cluster support disabled"): one Redis. An ACL without it: INFO may
     still say; if it cannot, one Redis, as before either was asked."""
     try:
-        client.execute_command("CLUSTER", "SLOTS")
+        client.execute_command("CLUSTER", "SLOTS")  # type: ignore[no-untyped-call]
         return True
     except NoPermissionError:
         pass

@@ -181,18 +181,19 @@ class Store:
         self._groups_at: set[int] = set()  # partitions seen holding reclaimed groups
         self._lock = threading.Lock()
 
-    def _run(self, name: str, keys: Sequence[str], args: Sequence) -> Any:
+    def _run(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """A Lua script's reply: nested lists of integers and bytes, as its header says."""
         return self._scripts[name](keys=list(keys), args=list(args), client=self.client)
 
-    def _each(self, command: Callable) -> list:
+    def _each(self, command: Callable[[Any, Keys], Any]) -> list[Any]:
         """One plain command per partition, pipelined (a cluster client sends each to its node)."""
         if self.count == 1:
             return [command(self.client, self.keys)]
         pipe = self.client.pipeline(transaction=False)
         for keys in self.partitions:
             command(pipe, keys)
-        return pipe.execute()
+        replies: list[Any] = pipe.execute()
+        return replies
 
     def partition_of(self, entry: bytes) -> int:
         """The partition of an entry (or of an id as entries spell it)."""
@@ -233,7 +234,7 @@ class Store:
             pipe.get(self.keys.groups_waiting)
             pipe.llen(self.keys.queue)
             waiting, queued = pipe.execute()
-            return int(waiting or 0) + queued
+            return int(waiting or 0) + int(queued)
         for k in self.partitions:
             for name in {True: [k.priority_queue], False: [k.queue], None: [k.queue, k.priority_queue]}[
                 priority
@@ -461,11 +462,11 @@ class Store:
 
     def take_write_slot(self, worker: str, slots: int, lease_ms: int) -> bool:
         """One of the workload's `slots` write slots for `worker`, if one is free (or already its)."""
-        return self._run("writeslot", self._slot_keys(slots), [worker, "take", lease_ms]) > 0
+        return bool(self._run("writeslot", self._slot_keys(slots), [worker, "take", lease_ms]) > 0)
 
     def renew_write_slot(self, worker: str, slots: int, lease_ms: int) -> bool:
         """Extend the lease of the slot `worker` holds (never takes one); False if it holds none."""
-        return self._run("writeslot", self._slot_keys(slots), [worker, "renew", lease_ms]) > 0
+        return bool(self._run("writeslot", self._slot_keys(slots), [worker, "renew", lease_ms]) > 0)
 
     def give_write_slot(self, worker: str, slots: int, lease_ms: int) -> None:
         self._run("writeslot", self._slot_keys(slots), [worker, "give", lease_ms])
@@ -528,7 +529,7 @@ class Store:
             args += [message, count, json.dumps(examples[-ERROR_EXAMPLES:])]
         self._run("errors", [self.keys.errors, self.keys.errors_seen], args)
 
-    def error_groups(self) -> dict[str, dict]:
+    def error_groups(self) -> dict[str, dict[str, Any]]:
         """message -> {count, first, last, examples}, as the workers recorded them."""
         groups = {}
         for message, raw in self.client.hgetall(self.keys.errors).items():
@@ -570,9 +571,12 @@ class Store:
 
     def pending_quarantine(self, partition: int) -> dict[bytes, bytes]:
         """id -> entry of ids the reclaimer set aside to be parked in MySQL."""
-        return self.client.hgetall(self.partitions[partition].quarantine)
+        found: dict[bytes, bytes] = self.client.hgetall(self.partitions[partition].quarantine)
+        return found
 
-    def forget_quarantined(self, partition: int, ids: Sequence[bytes], fields: Sequence[bytes], parked: int):
+    def forget_quarantined(
+        self, partition: int, ids: Sequence[bytes], fields: Sequence[bytes], parked: int
+    ) -> None:
         """Parked in MySQL: let go of these ids in Redis."""
         k = self.partitions[partition]
         pipe = self.client.pipeline(transaction=True)
@@ -689,7 +693,7 @@ class Store:
         )
         return None if released == -1 else released
 
-    def whereabouts(self, key: bytes, group: bytes | None = None) -> dict:
+    def whereabouts(self, key: bytes, group: bytes | None = None) -> dict[str, Any]:
         """Where one id is in Redis (for `recheck inspect`; O(queue + workers), never in a loop):
         the due time it is in flight for, its queue position (in its group's list for a grouped
         workload: `group` as the lists name it), the worker holding it, its reclaims."""
@@ -798,7 +802,7 @@ class Store:
             pipe.set(key, raw, px=ttl_ms)
             pipe.sadd(registry, member)
             pipe.scard(registry)
-        return pipe.execute()[2]
+        return int(pipe.execute()[2])
 
     def withdraw_heartbeat(self, role: str, member: str) -> None:
         pipe = self.client.pipeline(transaction=self.count == 1)
@@ -834,7 +838,7 @@ class Store:
     def live_dispatchers(self) -> list[DispatcherBeat]:
         return self._live(self.keys.dispatchers, self.keys.dispatcher_heartbeat, DispatcherBeat)
 
-    def shared_sample(self) -> dict | None:
+    def shared_sample(self) -> dict[str, Any] | None:
         """The freshness sample another process took less than its TTL ago, if any."""
         raw = self.client.get(self.keys.freshness)
         try:
@@ -843,7 +847,7 @@ class Store:
             return None
         return sample if isinstance(sample, dict) else None
 
-    def share_sample(self, sample: dict, ttl_ms: int) -> None:
+    def share_sample(self, sample: dict[str, Any], ttl_ms: int) -> None:
         self.client.set(self.keys.freshness, json.dumps(sample), px=ttl_ms)
 
     def overview(self) -> Overview:

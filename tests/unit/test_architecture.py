@@ -244,3 +244,20 @@ def test_modules_are_named_as_installed_and_sorted_into_their_layers():
     assert layer("recheck.shared.mysql.db") == "recheck.shared" and layer("recheck.cli") == "command"
     assert part_of_shared("recheck.shared.mysql.db") == "mysql"
     assert part_of_shared("recheck.shared.config") is None
+
+
+def test_the_core_and_the_adapters_are_typed_as_strictly_as_mypy_strict():
+    """Issue 46, item 5: `mypy --strict` clean on shared/core, shared/redis and shared/mysql. The
+    typecheck (make lint) applies --strict's flags to the modules pyproject.toml lists; this holds
+    that the list keeps them and that every flag --strict sets is there."""
+    import tomllib
+
+    overrides = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mypy"]["overrides"]
+    strict = [o for o in overrides if o.get("disallow_untyped_defs")]
+    assert len(strict) == 1
+    modules = set(strict[0]["module"])
+    assert {"recheck.shared.core.*", "recheck.shared.redis.*", "recheck.shared.mysql.*"} <= modules
+    flags = ("disallow_untyped_defs", "disallow_incomplete_defs", "disallow_untyped_calls",
+             "disallow_untyped_decorators", "disallow_any_generics", "disallow_subclassing_any",
+             "warn_return_any", "no_implicit_reexport", "strict_equality", "extra_checks")  # fmt: skip
+    assert all(strict[0].get(flag) is True for flag in flags)
