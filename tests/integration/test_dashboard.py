@@ -505,7 +505,8 @@ def test_a_one_shot_workload_shows_pending_and_dead_jobs_and_the_page_retries_th
     dashboard, token = free_port(), "s3cret-dashboard-token"
     settings = make_settings(dashboard_port=dashboard, dashboard_token=token)
     jobs = settings.evolve(name="jobs", table="job_queue", id_column="id", once=True, max_attempts=2,
-                           result_column="recheck_result", retry_base=0.05, retry_max=0.1)  # fmt: skip
+                           result_column="recheck_result", retry_base=0.05, retry_max=0.1,
+                           failing_threshold=1.0)  # half fail: not "checks failing" here  # fmt: skip
     query(sql, "CREATE TABLE job_queue (id INT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, data BLOB)")
     assert init_db(jobs, apply=True, say=lambda _: None) == 0
     query(sql, "INSERT INTO job_queue (data) VALUES ('a'), ('b'), ('c'), ('d')")  # odd ids fail
@@ -517,6 +518,9 @@ def test_a_one_shot_workload_shows_pending_and_dead_jobs_and_the_page_retries_th
     page.locator("#dead", has_text="2").wait_for(timeout=15_000)
     page.locator("#pending", has_text="0").wait_for(timeout=5_000)
     page.locator("#dead-jobs tr", has_text="odd id 3").wait_for(timeout=5_000)  # the dead list
+    # Dead rows are not healthy (issue 45, item 9): the headline says so, not "rows fresh".
+    page.locator("#headline-text", has_text="2 dead rows").wait_for(timeout=5_000)
+    assert page.locator("#headline").get_attribute("class") == "overdue"
     assert page.locator("#where").inner_text().endswith("one-shot rows")
     page.locator("#token").fill(token)
     page.locator("#token").dispatch_event("change")
