@@ -24,7 +24,7 @@ def pytest_configure(config):
             del os.environ[name]
 
 
-LAYERS = ("unit", "integration", "chaos", "bench", "containers")
+LAYERS = ("unit", "scripts", "integration", "chaos", "bench", "containers")
 SERIAL_LAYERS = ("chaos",)
 
 

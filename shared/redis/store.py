@@ -126,15 +126,17 @@ class Overview(NamedTuple):
     priority_depth: int = 0  # of queue_depth, entries in the priority list
 
 
-def open_store(client: RedisClient, workload: Workload) -> Store:
+def open_store(client: RedisClient, workload: Workload, clock: Callable[[], int] | None = None) -> Store:
     """The store of a workload, over its partitions (one when it is not partitioned), keeping
-    its rate_limit and max_in_flight."""
+    its rate_limit and max_in_flight; clock: a test's, in microseconds (Store)."""
     limits = partition_limits(workload.rate_limit, workload.max_in_flight, workload.partitions)
     share = workload.priority_share if workload.priority_column else None
     groups = (
         GroupLimit(workload.group_rate_limit, workload.group_max_in_flight) if workload.group_column else None
     )
-    return Store(client, Keys.every_partition(workload), limits, priority_share=share, groups=groups)
+    return Store(
+        client, Keys.every_partition(workload), limits, priority_share=share, groups=groups, clock=clock
+    )
 
 
 def in_chunks(read: Callable[[int, int], list[bytes]], size: int = LIST_CHUNK) -> Iterator[list[bytes]]:
@@ -165,8 +167,12 @@ class Store:
         limits: list[PartLimit] | None = None,
         priority_share: float | None = None,
         groups: GroupLimit | None = None,
+        clock: Callable[[], int] | None = None,
     ):
         self.client = client
+        # The limits' clock, in microseconds: a test's (the scripts take it as an argument);
+        # None, always outside tests: the Redis clock, one for every worker's host.
+        self.clock = clock
         # The rest's share of takes while priority rows wait (pop.lua); None: no priority column.
         self.priority_share = "" if priority_share is None else repr(float(priority_share))
         # A grouped workload's limits per group (group_column, docs/groups.md); None: not grouped.
@@ -335,6 +341,7 @@ class Store:
                 running,
                 self.priority_share,
                 *(["1", *self.groups.args()] if self.groups is not None else ["", 0, 1, 0]),
+                "" if self.clock is None else str(self.clock()),
             ],
         )
         wait_ms = int(wait_ms)

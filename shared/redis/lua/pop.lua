@@ -35,6 +35,8 @@
 --          column (0: what the priority list holds goes first)
 -- ARGV[9]  '1' for a grouped workload (group_column), else ''
 -- ARGV[10] group_rate_limit (0: none), ARGV[11] a group's burst, ARGV[12] group_max_in_flight
+-- ARGV[13] now in microseconds, set by a test's clock; '' (always, in production): the Redis
+--          clock, read with TIME, the one clock every worker's host shares for the limits' state
 -- Returns  {suspect (1 if this is a reclaimed group), {entries...}, groups still waiting,
 --          wait: 0 if the limits did not stop this take, else milliseconds until tokens are
 --          due (the rate limit or a group's), or -1 (max_in_flight or a group's: wait until
@@ -63,6 +65,11 @@
 -- loses its data, the limits start over.
 -- Dropped entries are left out of the take before anything is counted (they take no token and
 -- no room); testing for them costs one EXISTS per take while there are none.
+local function clock_us()
+  if ARGV[13] and ARGV[13] ~= '' then return tonumber(ARGV[13]) end
+  local clock = redis.call('TIME')
+  return tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+end
 local limit = tonumber(ARGV[1])
 local rate, burst, most = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local worker, running = ARGV[6], tonumber(ARGV[7])
@@ -74,8 +81,7 @@ if #taken > 0 then redis.call('DEL', KEYS[4]) end
 local cap, wait = (limit == 0) and #taken or limit, 0
 local now, arrival, ahead = 0, 0, 0
 if rate > 0 then
-  local clock = redis.call('TIME')
-  now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+  now = clock_us()
   arrival = math.max(tonumber(redis.call('GET', KEYS[5]) or 0), now)
   ahead = burst * 1000000 / rate  -- how far ahead of now the arrival time may run
 end
@@ -189,8 +195,7 @@ local grouped = ARGV[9] == '1'
 -- configuration that had a group column are taken, without group limits, until none are left.
 if suspect == 0 and most_taken > #taken and (grouped or redis.call('EXISTS', g.ring, g.sleeping, g.full) > 0) then
   local grate, gburst, gmost = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
-  local clock = redis.call('TIME')
-  local gnow = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+  local gnow = clock_us()
   local gahead = grate > 0 and gburst * 1000000 / grate or 0
   local want = most_taken - #taken
   local woken = redis.call('ZRANGEBYSCORE', g.sleeping, '-inf', grouped and math.floor(gnow / 1000) or '+inf',
