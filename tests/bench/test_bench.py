@@ -208,6 +208,7 @@ def test_sigterm_stops_a_benchmark_with_its_private_servers_and_removes_their_da
     assert running == "", f"private servers still running: {running}"
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped one, on purpose
 def test_a_sigterm_that_lands_in_a_del_still_stops_the_benchmark():
     """A fresh-clone CI run: the KeyboardInterrupt of a SIGTERM was raised while the interpreter
     ran a Redis client's __del__ ('Exception ignored in: Redis.__del__'), so it was dropped and the
