@@ -37,9 +37,10 @@ end
 -- dispatcher's look-back) do not keep the older ones alive.
 local COMPLETED_WINDOW_S = 10
 
-local function completed_window(prefix, back)
-  local window = math.floor(tonumber(redis.call('TIME')[1]) / COMPLETED_WINDOW_S) - back
-  return prefix .. ':' .. window, (window + 3) * COMPLETED_WINDOW_S * 1000
+-- Returns this window's hash, the one before, and when this window's hash expires (Unix ms).
+local function completed_windows(prefix)
+  local window = math.floor(tonumber(redis.call('TIME')[1]) / COMPLETED_WINDOW_S)
+  return prefix .. ':' .. window, prefix .. ':' .. (window - 1), (window + 3) * COMPLETED_WINDOW_S * 1000
 end
 
 -- Groups (group_column, docs/groups.md): the block of eight keys a script names from KEYS[first]

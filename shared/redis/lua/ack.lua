@@ -7,7 +7,7 @@
 -- KEYS[6]  sweep guard, KEYS[7] dispatch guard, KEYS[21] asked guard   STRING  while any exists,
 --          a pass is rereading rows that may be in flight: record what completes in KEYS[8]
 -- KEYS[8]  completed   the prefix of the HASHes id -> due_ms, one per 10 s window of the Redis
---          clock (_lib.lua completed_window): a completion is recorded in its time's window
+--          clock (_lib.lua completed_windows): a completion is recorded in its time's window
 -- KEYS[9]  again       HASH  id -> 1: asked for while in flight (dispatch.lua); released ones
 --          go to KEYS[10], the asked LIST the dispatcher reads, to be checked again at once
 -- KEYS[11] dropped     SET   entries a take must drop (pop.lua): one this worker held and now
@@ -62,7 +62,10 @@ end
 -- were held. `completing`: record them for guarded passes and forgive their reclaims.
 local guarded = redis.call('EXISTS', KEYS[6], KEYS[7], KEYS[21]) > 0
 local completed, completed_until
-if guarded then completed, completed_until = completed_window(KEYS[8], 0) end
+if guarded then
+  local _before
+  completed, _before, completed_until = completed_windows(KEYS[8])
+end
 local forgive = redis.call('EXISTS', KEYS[5]) == 1
 local asked_again = redis.call('EXISTS', KEYS[9]) == 1  -- usually not: no lookup per id then
 local function release(from, to, completing)

@@ -6,7 +6,7 @@
 -- KEYS[4]  epoch     STRING  exists while Redis keeps its data; created here when missing
 -- KEYS[5]  leader    STRING  the dispatcher holding the lease
 -- KEYS[6]  completed the prefix of the HASHes id -> due_ms completed while a guarded pass ran
---          (ack.lua), in this time's window and the one before (_lib.lua completed_window): an
+--          (ack.lua), in this time's window and the one before (_lib.lua completed_windows): an
 --          entry found there was read while in flight and finished before this push; skip it
 -- KEYS[7]  again     HASH    id -> 1: an id found in flight for ANOTHER due time (the application
 --          made its row due while it was being checked: that check's write will be fenced out);
@@ -49,7 +49,7 @@ if redis.call('EXISTS', KEYS[4]) == 0 then
   redis.call('SET', KEYS[4], '1')
   lost = 1
 end
-local completed_now, completed_before = completed_window(KEYS[6], 0), completed_window(KEYS[6], 1)
+local completed_now, completed_before = completed_windows(KEYS[6])
 local guarded = redis.call('EXISTS', completed_now, completed_before) > 0
 local head = ARGV[2] == 'head'
 local push = head and 'LPUSH' or 'RPUSH'
