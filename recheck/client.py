@@ -108,9 +108,16 @@ class Client:
     def retry(self, ids: Iterable) -> Acted:
         return self.actions.retry(ids)
 
+    def retry_dead(self, error: str | None = None, older_than: float | None = None) -> int:
+        return self.actions.retry_dead(error, older_than)
+
+    def discard_dead(self, error: str | None = None, older_than: float | None = None) -> int:
+        return self.actions.discard_dead(error, older_than)
+
     now.__doc__, pause.__doc__ = Actions.now.__doc__, Actions.pause.__doc__
     resume.__doc__, release.__doc__ = Actions.resume.__doc__, Actions.release.__doc__
     retry.__doc__ = Actions.retry.__doc__
+    retry_dead.__doc__, discard_dead.__doc__ = Actions.retry_dead.__doc__, Actions.discard_dead.__doc__
 
     def state(self, row_id) -> dict | None:
         """One row's story, as `recheck inspect` tells it (None: no such row)."""

@@ -18,6 +18,7 @@ from recheck.shared.redis.connection import REDIS_DOWN
 from recheck.shared.redis.store import Store
 
 ACTIONS = ("now", "pause", "resume", "release", "retry")  # what the command line and the dashboard offer
+BULK_CHUNK = 1_000  # dead rows per statement of a bulk retry or discard
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,43 @@ class Actions:
         self.rows.retry(dead)
         self._ask(dead)
         return Acted(dead, missing, left_alone(found, dead))
+
+    def retry_dead(
+        self,
+        error: str | None = None,
+        older_than: float | None = None,
+        progress: Callable[[int], object] | None = None,
+    ) -> int:
+        """Every dead row (whose last error contains `error`, last attempted more than `older_than`
+        seconds ago) back in line, due now, in chunks of keys; how many. progress(count so far)."""
+        return self._each_dead(self._retry_chunk, error, older_than, progress)
+
+    def discard_dead(
+        self,
+        error: str | None = None,
+        older_than: float | None = None,
+        progress: Callable[[int], object] | None = None,
+    ) -> int:
+        """Every such dead row taken as done (kept, never dispatched, trimmed by keep_done)."""
+        return self._each_dead(self.rows.discard, error, older_than, progress)
+
+    def _retry_chunk(self, keys: list) -> int:
+        count = self.rows.retry(keys)
+        self._ask(keys)
+        return count
+
+    def _each_dead(self, act: Callable[[list], int], error, older_than, progress) -> int:
+        """act(keys) on the dead rows matching, BULK_CHUNK keys at a time, each its own statement
+        (short transactions, locking only those rows)."""
+        after, count = None, 0
+        while True:
+            keys = self.rows.dead_keys(after, BULK_CHUNK, error, older_than)
+            if not keys:
+                return count
+            count += act(keys)
+            after = keys[-1]
+            if progress:
+                progress(count)
 
     def key(self, row_id):
         """An id as the application holds it (int, str, bytes), or as text (a binary key in

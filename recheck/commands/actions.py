@@ -8,13 +8,18 @@ import argparse
 import sys
 
 from recheck.client import Client
-from recheck.commands.base import SERVED, Command, add_workload, one_workload
+from recheck.commands.base import SERVED, Command, ProgressLine, add_workload, one_workload
 from recheck.shared.config import Settings
 from recheck.shared.views.status import shown_key
 
 
 def act(settings: Settings, args: argparse.Namespace) -> int:
     """now, pause, resume or release: exit 0, or 1 naming the ids the table does not have."""
+    if getattr(args, "all_dead", False) or args.command == "discard":
+        return act_on_dead(settings, args)
+    if not args.ids:
+        print(f"recheck {args.command}: name the ids, or --all-dead", file=sys.stderr)
+        return 2
     client = Client(settings=one_workload(settings, args))
     try:
         acted = getattr(client, args.command)(args.ids)
@@ -35,6 +40,28 @@ def act(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def act_on_dead(settings: Settings, args: argparse.Namespace) -> int:
+    """`retry --all-dead` and `discard --all-dead`, with their filters: exit 0 with the count."""
+    if args.ids or not args.all_dead:
+        why = (
+            "ids or --all-dead, not both"
+            if args.command == "retry"
+            else "it takes --all-dead (and filters), no ids"
+        )
+        print(f"recheck {args.command}: {why}", file=sys.stderr)
+        return 2
+    client = Client(settings=one_workload(settings, args))
+    line = ProgressLine(f"{args.command}:")
+    try:
+        bulk = client.actions.retry_dead if args.command == "retry" else client.actions.discard_dead
+        count = bulk(args.error, args.older_than, progress=lambda n: line.count(n))
+    finally:
+        client.close()
+    what = "back in line, due now" if args.command == "retry" else "taken as done (kept, never run)"
+    print(f"{count:,} dead rows {what}")
+    return 0
+
+
 DONE = {"now": "due now", "pause": "paused", "resume": "resumed, due now", "release": "released, due now",
         "retry": "back in line, due now"}  # fmt: skip
 LEFT_ALONE = {"now": "paused, quarantined or dead", "pause": "quarantined, dead or done",
@@ -43,6 +70,18 @@ LEFT_ALONE = {"now": "paused, quarantined or dead", "pause": "quarantined, dead 
 
 def ids_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("ids", nargs="+", metavar="ID", help="ids as the key column holds them (binary: hex)")
+    add_workload(parser, "the workload the rows belong to (needed when there are several)")
+
+
+def dead_arguments(parser: argparse.ArgumentParser) -> None:
+    """retry's and discard's: ids, or every dead row (filtered)."""
+    parser.add_argument("ids", nargs="*", metavar="ID", help="ids as the key column holds them (binary: hex)")
+    parser.add_argument("--all-dead", action="store_true", help="every dead row (with the filters below)")
+    parser.add_argument(
+        "--error", metavar="TEXT", help="--all-dead: only rows whose last error contains TEXT"
+    )
+    parser.add_argument("--older-than", type=float, metavar="S",
+                        help="--all-dead: only rows last attempted more than S seconds ago")  # fmt: skip
     add_workload(parser, "the workload the rows belong to (needed when there are several)")
 
 
@@ -55,6 +94,8 @@ COMMANDS = [
             epilog="Exit code: 0, or 1 naming ids the table does not have."),
     Command("release", "put quarantined rows back into rotation (due now)", SERVED, act, ids_arguments,
             epilog="Exit code: 0, or 1 naming ids the table does not have."),
-    Command("retry", "run dead one-shot rows again (due now, max_attempts more)", SERVED, act, ids_arguments,
-            epilog="Exit code: 0, or 1 naming ids the table does not have."),
+    Command("retry", "run dead one-shot rows again (due now, max_attempts more): ids, or --all-dead", SERVED,
+            act, dead_arguments, epilog="Exit code: 0, or 1 naming ids the table does not have."),
+    Command("discard", "take dead one-shot rows as done (kept, never run again): --all-dead", SERVED, act,
+            dead_arguments, epilog="Exit code: 0 with the count."),
 ]  # fmt: skip

@@ -71,6 +71,17 @@ class ProgressLine:
         self.interactive = stream.isatty()
         self.last_decile = -1
 
+    def count(self, done: int) -> None:
+        """`retry: 3,000 rows, 2,100 rows/s` for a walk whose total is not known in advance."""
+        elapsed = max(time.monotonic() - self.started, 1e-6)
+        line = f"{self.label} {done:,} rows, {done / elapsed:,.0f} rows/s"
+        if self.interactive:
+            self.stream.write("\r" + line)
+        elif done // 10_000 != self.last_decile:  # a line per 10,000 rows in a log
+            self.last_decile = done // 10_000
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
     def __call__(self, done: int, total: int) -> None:
         elapsed = max(time.monotonic() - self.started, 1e-6)
         line = f"{self.label} {done:,}/{total:,} rows ({100 * done // total}%), {done / elapsed:,.0f} rows/s"

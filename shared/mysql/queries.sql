@@ -361,6 +361,24 @@ WHERE {due} = {dead_due}
 ORDER BY {id}
 LIMIT %(limit)s
 
+-- name: dead_chunk
+-- `recheck retry --all-dead` and `discard --all-dead`: the keys of the next dead rows after
+-- %(after)s (NULL: from the first), through the due index (one point of it, in key order), whose
+-- last error contains %(error)s (NULL: any) and whose last attempt was before %(before)s (NULL:
+-- any). A plain read: it locks nothing.
+SELECT {id} FROM {table}
+WHERE {due} = {dead_due} AND (%(after)s IS NULL OR {id} > %(after)s)
+  AND (%(error)s IS NULL OR LOCATE(%(error)s, {error}) > 0)
+  AND (%(before)s IS NULL OR {checked} < %(before)s)
+ORDER BY {id} LIMIT %(limit)s
+
+-- name: discard
+-- `recheck discard`: dead rows taken as done (their due time cleared: never dispatched again,
+-- kept with their last error until keep_done trims them). Through the primary key: it locks
+-- only these rows.
+UPDATE {table} FORCE INDEX (PRIMARY) SET {due} = NULL
+WHERE {id} IN %(ids)s AND {due} = {dead_due}
+
 -- name: count_pending
 -- One-shot rows still to do (due now or later, not parked), counted through the due index up to
 -- %(cap)s: done rows (a NULL due time) are not in the range.

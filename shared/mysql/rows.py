@@ -222,6 +222,23 @@ class Rows:
         """Dead one-shot rows due now again, their failures forgotten; how many were dead."""
         return self.db.execute(self.queries.retry, {"ids": tuple(keys)}) if keys else 0
 
+    def discard(self, keys: Sequence[Key]) -> int:
+        """Dead one-shot rows taken as done (kept, never dispatched); how many were dead."""
+        return self.db.execute(self.queries.discard, {"ids": tuple(keys)}) if keys else 0
+
+    def dead_keys(
+        self, after: Key | None, limit: int, error: str | None = None, older_than_s: float | None = None
+    ) -> list[Key]:
+        """The keys of up to `limit` dead rows after `after` (None: from the first), in key order,
+        whose last error contains `error` and whose last attempt is older than `older_than_s`."""
+        before = None
+        if older_than_s is not None:
+            before = self.db.scalar(self.queries.now_minus, {"us": round(older_than_s * 1e6)})
+        found = self.db.query(
+            self.queries.dead_chunk, {"after": after, "limit": limit, "error": error, "before": before}
+        )
+        return [row[0] for row in found]
+
     def mark_now(self, keys: Sequence[Key]) -> int:
         """Due now (not paused or quarantined rows); how many rows that touched."""
         return self.db.execute(self.queries.mark_now, {"ids": tuple(keys)}) if keys else 0

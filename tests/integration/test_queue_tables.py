@@ -222,6 +222,43 @@ def test_status_exits_4_while_dead_jobs_wait_and_0_once_they_are_retried(setting
     assert healthy.returncode == 0 and "every row fresh" in healthy.stdout, healthy.stdout
 
 
+def test_dead_jobs_are_retried_or_discarded_in_bulk_by_their_error_and_age(settings, sql, make_worker):
+    """Issue 47, item 4: after an outage, hundreds of dead jobs had to be fed to `recheck retry`
+    from SQL. `retry --all-dead` and `discard --all-dead`, filtered by error and age."""
+    queue = jobs(settings, "job_queue")
+    create(queue, JOB_QUEUE)
+    query(sql, "INSERT INTO job_queue (data) SELECT seq FROM seq_1_to_3000")
+    dead = "UPDATE job_queue SET next_check_at = '9999-12-29', fail_count = 5, "
+    query(sql, dead + "last_error = 'timeout talking to merchant 7', checked_at = NOW(3) WHERE id <= 2500")
+    query(sql, dead + "last_error = 'HTTP 500', checked_at = NOW(3) - INTERVAL 2 HOUR "
+               "WHERE id BETWEEN 2501 AND 2990")  # fmt: skip
+    started = time.monotonic()
+    retried = recheck(
+        "retry", "--workload", queue.name, "--all-dead", "--error", "merchant 7", settings=queue
+    )
+    took = time.monotonic() - started
+    assert retried.returncode == 0 and "2,500 dead rows back in line" in retried.stdout, retried.stdout
+    print(f"2,500 dead rows retried by the command in {took:.2f} s (a process's start included)")
+    assert scalar(sql, "SELECT COUNT(*) FROM job_queue WHERE id <= 2500 AND next_check_at <= NOW(3) "
+                       "AND fail_count = 0") == 2500  # fmt: skip
+    client = Client(settings=queue)
+    assert client.discard_dead(older_than=3600) == 490  # the 500s of two hours ago: taken as done
+    assert client.discard_dead(older_than=3600) == 0
+    assert scalar(sql, "SELECT COUNT(*) FROM job_queue WHERE next_check_at = '9999-12-29'") == 0
+    assert (
+        scalar(sql, "SELECT COUNT(*) FROM job_queue WHERE next_check_at IS NULL AND last_error = 'HTTP 500'")
+        == 490
+    )
+    drain(make_worker(queue, checks.ok), queue, rounds=40)
+    assert (
+        scalar(sql, "SELECT SUM(check_count) FROM job_queue") == 2500 + 10
+    )  # retried once each, and 10 pending
+    both = recheck("retry", "--workload", queue.name, "--all-dead", "1", settings=queue)
+    assert both.returncode == 2 and "not both" in both.stderr
+    assert recheck("discard", "--workload", queue.name, "1", settings=queue).returncode == 2
+    client.close()
+
+
 def test_a_done_row_is_enqueued_again_by_now(settings, sql, make_worker):
     queue = jobs(settings, "job_queue")
     create(queue, JOB_QUEUE)
