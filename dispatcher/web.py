@@ -52,6 +52,7 @@ LOOKUP_WAIT = 2.0  # seconds a lookup waits for its turn before the page is told
 REQUESTS = 64  # requests served at once (a thread each); more are turned away
 ACTION_BODY_LIMIT = 65_536  # bytes of an action's JSON
 ACTION_IDS = 1_000  # ids per action
+BULK_ACTIONS = ("retry_dead", "discard_dead")  # every dead row of a workload (the dead jobs card)
 IDLE_TIMEOUT = 5.0  # seconds a connection may wait between bytes of a request
 PER_PEER = 16  # connections one address may hold at once
 PROBES = 4  # connections over those bounds answered at once: 200 to /healthz, 503 to the rest
@@ -131,8 +132,11 @@ class Dashboard:
         return hmac.compare_digest(token.encode(), self.token.encode())  # no timing hints
 
     def act(self, request: dict, peer: str) -> tuple[HTTPStatus, dict]:
-        """One action from the page: {"action", "ids", "workload"} -> what it did."""
+        """One action from the page: {"action", "ids", "workload"} -> what it did; or a bulk one,
+        {"action": "retry_dead" | "discard_dead", "workload"[, "error"]} -> how many rows."""
         action, ids = request.get("action"), request.get("ids")
+        if action in BULK_ACTIONS:
+            return self.act_on_dead(request, peer)
         if action not in ACTIONS:
             return HTTPStatus.BAD_REQUEST, {"error": f"action must be one of {', '.join(ACTIONS)}"}
         if (
@@ -168,6 +172,34 @@ class Dashboard:
             "missing": [str(shown_key(key)) for key in acted.missing],
             "skipped": [str(shown_key(key)) for key in acted.skipped],
         }
+
+    def act_on_dead(self, request: dict, peer: str) -> tuple[HTTPStatus, dict]:
+        """Every dead row of the workload (whose last error contains "error", if given) retried or
+        taken as done, as `recheck retry --all-dead` and `discard --all-dead` do."""
+        action, error = request["action"], request.get("error")
+        if request.get("ids") or not (error is None or (isinstance(error, str) and 0 < len(error) <= 255)):
+            return HTTPStatus.BAD_REQUEST, {
+                "error": f"{action}: no ids; error: a text of 1 to 255 characters"
+            }
+        monitor = self.monitor(request.get("workload"))
+        if monitor is None:
+            return HTTPStatus.NOT_FOUND, {"error": f"no workload {request.get('workload')!r}"}
+        workload = monitor.sampler.workload
+        if not self.lookups.acquire(timeout=LOOKUP_WAIT):
+            return HTTPStatus.SERVICE_UNAVAILABLE, {"error": "too many requests at once; try again"}
+        db = Database(workload, read_timeout=60.0)  # this request's own connection
+        try:
+            actions = Actions(Rows(workload, db), lambda: monitor.sampler.store)
+            bulk = actions.retry_dead if action == "retry_dead" else actions.discard_dead
+            count = bulk(error)
+        except (DatabaseDown, *REDIS_DOWN) as failure:
+            return HTTPStatus.SERVICE_UNAVAILABLE, {"error": f"not done: {failure}"}
+        finally:
+            db.close()
+            self.lookups.release()
+        log.warning("%sdashboard action %s from %s: %d dead rows%s", workload.log_prefix, action, peer, count,
+                    f" whose error contains {error!r}" if error else "")  # fmt: skip
+        return HTTPStatus.OK, {"action": action, "count": count}
 
     def start(self) -> bool:
         if not self.port:

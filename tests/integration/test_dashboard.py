@@ -539,3 +539,11 @@ def test_a_one_shot_workload_shows_pending_and_dead_jobs_and_the_page_retries_th
     retry_3 = page.locator("#dead-jobs tr", has_text="odd id 3").locator("button[data-action=retry]")
     retry_3.click()
     page.locator("#action-result", has_text="retry 3: done").wait_for(timeout=5_000)
+    # Every dead job at once (issue 47, item 4): behind the token and a confirmation.
+    wait_for(lambda: scalar(sql, dead) == 2, 20, "jobs 1 and 3 dead again")
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.locator("#dead-bulk button[data-bulk=discard_dead]").wait_for(timeout=15_000)
+    page.locator("#dead-bulk button[data-bulk=discard_dead]").click()
+    page.locator("#action-result", has_text="discard all: 2 dead jobs taken as done").wait_for(timeout=5_000)
+    assert scalar(sql, dead) == 0
+    assert scalar(sql, "SELECT COUNT(*) FROM job_queue WHERE next_check_at IS NULL") == 4
