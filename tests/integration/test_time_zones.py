@@ -39,13 +39,14 @@ def seconds_from_now(sql, settings) -> list[float]:
 def test_rows_inserted_from_another_zone_are_due_at_once(settings, sql, zone):
     """The demo table init-db creates, and an application's table it prepares: both defaults are
     UTC now."""
-    insert_from_zone(settings, zone, range(1, 11))
     apps = settings.evolve(table="accounts", id_column="id")
     query(sql, "CREATE TABLE accounts (id BIGINT PRIMARY KEY, name VARCHAR(20) NULL)")
     assert recheck("init-db", "--apply", settings=apps).returncode == 0
-    insert_from_zone(apps, zone, range(1, 11))
     for workload in (settings, apps):
-        late = seconds_from_now(sql, workload)
+        insert_from_zone(workload, zone, range(1, 11))
+        late = seconds_from_now(
+            sql, workload
+        )  # read at once: a busy machine's seconds are not the bug's hours
         assert len(late) == 10 and all(-5 < s <= 0.5 for s in late), (zone, late)
 
 
