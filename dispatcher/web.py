@@ -25,13 +25,16 @@ import json
 import logging
 import threading
 from collections import Counter
+from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
+from typing import TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from recheck.dispatcher.monitor import Monitor
 from recheck.shared.actions import ACTIONS, Actions
+from recheck.shared.config import Workload
 from recheck.shared.core.records import StatusFacts
 from recheck.shared.mysql.db import Database, DatabaseDown
 from recheck.shared.mysql.rows import Rows
@@ -40,6 +43,7 @@ from recheck.shared.redis.connection import REDIS_DOWN
 from recheck.shared.views.rowstory import row_story
 from recheck.shared.views.status import headline, shown_key
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
@@ -145,22 +149,10 @@ class Dashboard:
             or not (0 < len(ids) <= ACTION_IDS)
         ):
             return HTTPStatus.BAD_REQUEST, {"error": f"ids: a list of 1 to {ACTION_IDS} ids as text"}
-        monitor = self.monitor(request.get("workload"))
-        if monitor is None:
-            return HTTPStatus.NOT_FOUND, {"error": f"no workload {request.get('workload')!r}"}
-        workload = monitor.sampler.workload
-        if not self.lookups.acquire(timeout=LOOKUP_WAIT):
-            return HTTPStatus.SERVICE_UNAVAILABLE, {"error": "too many requests at once; try again"}
-        db = Database(workload, read_timeout=5.0)  # this request's own connection
         try:
-            acted = getattr(Actions(Rows(workload, db), lambda: monitor.sampler.store), action)(ids)
-        except ValueError as error:  # an id the key column cannot hold
-            return HTTPStatus.BAD_REQUEST, {"error": str(error)}
-        except (DatabaseDown, *REDIS_DOWN) as error:
-            return HTTPStatus.SERVICE_UNAVAILABLE, {"error": f"not done: {error}"}
-        finally:
-            db.close()
-            self.lookups.release()
+            workload, acted = self.with_actions(request, 5.0, lambda actions: getattr(actions, action)(ids))
+        except Refused as refused:
+            return refused.status, refused.body
         done = [str(shown_key(key)) for key in acted.done]
         shown = ", ".join(ids[:20]) + (" ..." if len(ids) > 20 else "")
         log.warning("%sdashboard action %s from %s: ids %s (done %d, missing %d, left alone %d)",
@@ -181,25 +173,39 @@ class Dashboard:
             return HTTPStatus.BAD_REQUEST, {
                 "error": f"{action}: no ids; error: a text of 1 to 255 characters"
             }
-        monitor = self.monitor(request.get("workload"))
-        if monitor is None:
-            return HTTPStatus.NOT_FOUND, {"error": f"no workload {request.get('workload')!r}"}
-        workload = monitor.sampler.workload
-        if not self.lookups.acquire(timeout=LOOKUP_WAIT):
-            return HTTPStatus.SERVICE_UNAVAILABLE, {"error": "too many requests at once; try again"}
-        db = Database(workload, read_timeout=60.0)  # this request's own connection
+
+        def bulk(actions: Actions) -> int:
+            return (actions.retry_dead if action == "retry_dead" else actions.discard_dead)(error)
+
         try:
-            actions = Actions(Rows(workload, db), lambda: monitor.sampler.store)
-            bulk = actions.retry_dead if action == "retry_dead" else actions.discard_dead
-            count = bulk(error)
-        except (DatabaseDown, *REDIS_DOWN) as failure:
-            return HTTPStatus.SERVICE_UNAVAILABLE, {"error": f"not done: {failure}"}
-        finally:
-            db.close()
-            self.lookups.release()
+            workload, count = self.with_actions(request, 60.0, bulk)
+        except Refused as refused:
+            return refused.status, refused.body
         log.warning("%sdashboard action %s from %s: %d dead rows%s", workload.log_prefix, action, peer, count,
                     f" whose error contains {error!r}" if error else "")  # fmt: skip
         return HTTPStatus.OK, {"action": action, "count": count}
+
+    def with_actions(
+        self, request: dict, read_timeout: float, work: Callable[[Actions], T]
+    ) -> tuple[Workload, T]:
+        """work(actions) on the request's workload, with a MySQL connection of its own and one of
+        the lookup slots; (the workload, what work returned). Raises Refused with the answer."""
+        monitor = self.monitor(request.get("workload"))
+        if monitor is None:
+            raise Refused(HTTPStatus.NOT_FOUND, {"error": f"no workload {request.get('workload')!r}"})
+        workload = monitor.sampler.workload
+        if not self.lookups.acquire(timeout=LOOKUP_WAIT):
+            raise Refused(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "too many requests at once; try again"})
+        db = Database(workload, read_timeout=read_timeout)  # this request's own connection
+        try:
+            return workload, work(Actions(Rows(workload, db), lambda: monitor.sampler.store))
+        except ValueError as error:  # an id the key column cannot hold
+            raise Refused(HTTPStatus.BAD_REQUEST, {"error": str(error)}) from error
+        except (DatabaseDown, *REDIS_DOWN) as error:
+            raise Refused(HTTPStatus.SERVICE_UNAVAILABLE, {"error": f"not done: {error}"}) from error
+        finally:
+            db.close()
+            self.lookups.release()
 
     def start(self) -> bool:
         if not self.port:
@@ -219,6 +225,14 @@ class Dashboard:
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
+
+
+class Refused(Exception):
+    """An action the dashboard does not carry out: the status and the JSON body to answer."""
+
+    def __init__(self, status: HTTPStatus, body: dict):
+        super().__init__(body.get("error", ""))
+        self.status, self.body = status, body
 
 
 class BoundedServer(ThreadingHTTPServer):
