@@ -123,8 +123,9 @@ class Actions:
         """act(keys) on the dead rows matching, BULK_CHUNK keys at a time, each its own statement
         (short transactions, locking only those rows)."""
         after, count = None, 0
+        before = None if older_than is None else self.rows.ago(older_than)  # one cutoff for the walk
         while True:
-            keys = self.rows.dead_keys(after, BULK_CHUNK, error, older_than)
+            keys = self.rows.dead_keys(after, BULK_CHUNK, error, before)
             if not keys:
                 return count
             count += act(keys)

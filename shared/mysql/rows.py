@@ -226,14 +226,16 @@ class Rows:
         """Dead one-shot rows taken as done (kept, never dispatched); how many were dead."""
         return self.db.execute(self.queries.discard, {"ids": tuple(keys)}) if keys else 0
 
+    def ago(self, seconds: float) -> datetime:
+        """The database clock `seconds` ago: a cutoff read once for a whole walk."""
+        cutoff: datetime = self.db.scalar(self.queries.now_minus, {"us": round(seconds * 1e6)})
+        return cutoff
+
     def dead_keys(
-        self, after: Key | None, limit: int, error: str | None = None, older_than_s: float | None = None
+        self, after: Key | None, limit: int, error: str | None = None, before: datetime | None = None
     ) -> list[Key]:
         """The keys of up to `limit` dead rows after `after` (None: from the first), in key order,
-        whose last error contains `error` and whose last attempt is older than `older_than_s`."""
-        before = None
-        if older_than_s is not None:
-            before = self.db.scalar(self.queries.now_minus, {"us": round(older_than_s * 1e6)})
+        whose last error contains `error` and whose last attempt was before `before`."""
         found = self.db.query(
             self.queries.dead_chunk, {"after": after, "limit": limit, "error": error, "before": before}
         )
@@ -360,7 +362,7 @@ class Rows:
         """Delete done rows last attempted more than `older_than_s` ago, walking the done rows in
         key order from after `after`, `chunk` at a time, at most `most` of them per call; returns
         how many went and where the next call goes on (None: from the first again)."""
-        before = self.db.scalar(self.queries.now_minus, {"us": round(older_than_s * 1e6)})
+        before = self.ago(older_than_s)
         gone = walked = 0
         while walked < most:
             keys = [
