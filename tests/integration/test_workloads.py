@@ -188,6 +188,7 @@ def checked(sql, table: str) -> int:
     return int(scalar(sql, f"SELECT COALESCE(SUM(check_count), 0) FROM `{table}`"))
 
 
+@pytest.mark.serial  # rates in two windows compared: alone, not beside other tests (make test)
 def test_a_worker_shares_its_time_by_weight_and_gives_it_all_to_whoever_has_work(settings, sql):
     heavy, light = busy_tables(settings)
     worker = Worker([heavy, light])
