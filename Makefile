@@ -34,7 +34,7 @@ lint: $(BIN)/.installed typecheck
 # its messages name the files of the checkout.
 typecheck: $(BIN)/.installed
 	@rm -rf build/typecheck && mkdir -p build/typecheck/recheck
-	@for f in recheck/*.py recheck/commands; do ln -s ../../../$$f build/typecheck/recheck/; done
+	@for f in recheck/*.py recheck/commands recheck/django; do ln -s ../../../$$f build/typecheck/recheck/; done
 	@for d in shared workers dispatcher; do ln -s ../../../$$d build/typecheck/recheck/$$d; done
 	@cd build/typecheck && out=$$(../../$(BIN)/mypy --config-file ../../pyproject.toml -p recheck); code=$$?; \
 	  echo "$$out" | sed -e 's|^recheck/shared/|shared/|' -e 's|^recheck/workers/|workers/|' \

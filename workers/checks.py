@@ -116,7 +116,18 @@ def check_kind(fn: Callable, configured: str = "auto") -> str:
     return "row" if inspect.iscoroutinefunction(fn) else "batch"
 
 
+class StoredError(Exception):
+    """A failure whose stored error is exactly `text` (no class name before it): a check that
+    formats its own, e.g. recheck.django's "module.Class: message" line and traceback."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.text = text
+
+
 def describe_error(error: BaseException) -> str:
+    if isinstance(error, StoredError):
+        return storable(error.text)
     try:
         message = str(error).strip()
     except BaseException:  # an exception whose __str__ itself fails (or exits)

@@ -82,7 +82,7 @@ FROM (
 UPDATE JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
         {key_column},
         due_ms BIGINT PATH '$[1]',
-        result VARCHAR(1024) PATH '$[2]',
+        result {result_text} PATH '$[2]',
         after_us BIGINT PATH '$[3]')) AS v
 STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY)
   ON t.{id} = {key_match}
@@ -211,7 +211,7 @@ UPDATE {table} SET {due} = {due} WHERE {id} IS NULL
 UPDATE JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
         {key_column},
         due_ms BIGINT PATH '$[1]',
-        error VARCHAR(1024) PATH '$[2]')) AS v
+        error {error_text} PATH '$[2]')) AS v
 STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY)
   ON t.{id} = {key_match}
  AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
@@ -240,7 +240,7 @@ SET t.{due} = t.{checked} + INTERVAL {retry_due_us} MICROSECOND
 UPDATE JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
         {key_column},
         due_ms BIGINT PATH '$[1]',
-        result VARCHAR(1024) PATH '$[2]')) AS v
+        result {result_text} PATH '$[2]')) AS v
 STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY)
   ON t.{id} = {key_match}
  AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND

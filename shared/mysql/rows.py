@@ -77,7 +77,12 @@ class Rows:
         """The id column's kind and the text columns' sizes, read from the table once."""
         if self._table is None:
             self._table = describe_table(self.workload, self.db)
-            self.queries = Queries(self.workload, keys=self._table.keys, row_text=self._table.row_text)
+            self.queries = Queries(
+                self.workload,
+                keys=self._table.keys,
+                row_text=self._table.row_text,
+                text_limits=(self._table.result_limit, self._table.error_limit),
+            )
         return self._table
 
     @property

@@ -17,7 +17,7 @@ from recheck.shared.core.rowstates import PARKED_AT, RowState, sql_text
 from recheck.shared.errors import RecheckError
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rowtext import RowText, plan_row_text
-from recheck.shared.mysql.sql import Queries, due_default, feed_owner, quote
+from recheck.shared.mysql.sql import JSON_TEXT_LIMIT, LONG_TEXT_LIMIT, Queries, due_default, feed_owner, quote
 
 INTEGER_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
 TEXT_KEY_TYPES = {"char", "varchar"}
@@ -27,7 +27,7 @@ TIME_TYPES = {"datetime", "timestamp"}
 CHARACTER_TYPES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext"}
 GROUP_TYPES = INTEGER_TYPES | TEXT_KEY_TYPES | BINARY_KEY_TYPES | {"enum"}  # a name, not a document
 DUE_PRECISION = 3  # due times travel as milliseconds: a finer column could never match its fence
-JSON_TEXT_LIMIT = 1024  # the VARCHAR size JSON_TABLE reads results and errors as (queries.sql)
+LONG_TEXT_TYPES = {"tinytext", "text", "mediumtext", "longtext"}
 # A one-shot workload adopting an existing table: its due column is added with this default, so
 # that existing rows (and rows producers insert meanwhile) are neither due nor done until init-db
 # has sorted them by `pending` and set the real default; an adoption cut short, or an ALTER
@@ -84,7 +84,8 @@ def describe_table(workload: Workload, db: Database) -> Table:
         if column is None:
             return JSON_TEXT_LIMIT
         if column.data_type in CHARACTER_TYPES and column.max_length:
-            return min(column.max_length, JSON_TEXT_LIMIT)
+            most = LONG_TEXT_LIMIT if column.data_type in LONG_TEXT_TYPES else JSON_TEXT_LIMIT
+            return min(column.max_length, most)
         return None  # not text: the column decides what it accepts (a refusal fails that row)
 
     return Table(

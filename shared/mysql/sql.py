@@ -181,11 +181,25 @@ def check_text(row_text: RowText | None) -> str:
     return "CONCAT('{', " + ", ',', ".join(parts) + ", '}')"
 
 
+JSON_TEXT_LIMIT = 1024  # the VARCHAR size JSON_TABLE reads results and errors as (queries.sql)
+# ... unless the column is a TEXT type (TEXT, MEDIUMTEXT, LONGTEXT): then up to this many
+# characters travel (read as MEDIUMTEXT), e.g. a Django task's JSON return value and traceback.
+# A write-back carries a batch of them in one statement: keep batch x this under max_allowed_packet.
+LONG_TEXT_LIMIT = 65535
+
+
+def json_text_type(limit: int | None) -> str:
+    """How JSON_TABLE reads a batch's result or error text for a column holding `limit` characters
+    (schema.describe_table; None: not a text column, or not read yet)."""
+    return "MEDIUMTEXT" if limit is not None and limit > JSON_TEXT_LIMIT else f"VARCHAR({JSON_TEXT_LIMIT})"
+
+
 class Queries:
     """Every statement of a package, ready to execute: ``Queries(workload).due_page``.
 
     keys: the id column's kind (shared/core/keys.py), for the statements that carry keys;
-    row_text: how `check_rows_text` spells the check's columns (rowtext.py)."""
+    row_text: how `check_rows_text` spells the check's columns (rowtext.py); text_limits: the
+    characters the result and error columns hold (schema.Table), for the write-backs."""
 
     def __init__(
         self,
@@ -193,6 +207,7 @@ class Queries:
         package: str = "recheck.shared.mysql",
         keys: KeyKind | None = None,
         row_text: RowText | None = None,
+        text_limits: tuple[int | None, int | None] = (None, None),
     ):
         names = {
             "table": workload.table,
@@ -230,6 +245,7 @@ class Queries:
         quoted["group_out"] = group_out(workload)
         quoted["group_hex"] = group_hex(workload)
         quoted["unchanged_only"] = ""
+        quoted["result_text"], quoted["error_text"] = (json_text_type(limit) for limit in text_limits)
         raw = raw_queries(package)
         self._rendered = {name: sql.format_map(quoted) for name, sql in raw.items()}
         if "write_success" in raw:  # the change feed's first write: the rows it has nothing to record of

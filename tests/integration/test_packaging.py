@@ -10,18 +10,14 @@ reachable: the first test proves it by importing `tests` and `bench`, which must
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-import sys
-import time
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from recheck.shared.config import ENV_PREFIX
 from tests.support.helpers import REPO, scalar, seed_rows
+from tests.support.venvs import base_python, build_wheel, clean_env, make_venv
 from tests.unit.test_package_list import FOLDERS
 
 DATA = ("recheck/shared/redis/lua/dispatch.lua", "recheck/shared/mysql/queries.sql",
@@ -30,50 +26,12 @@ DATA = ("recheck/shared/redis/lua/dispatch.lua", "recheck/shared/mysql/queries.s
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    """The wheel, built from a copy of the checkout's files (what a clean clone holds)."""
-    root = tmp_path_factory.mktemp("wheel")
-    copy = root / "src"
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
-                            text=True, check=True).stdout.split()  # fmt: skip
-    for name in listed:
-        if (REPO / name).is_file():
-            (copy / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, copy / name)
-    pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
-    built = subprocess.run([*pip_wheel, "-w", str(root), str(copy)], capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr
-    return next(root.glob("recheck_mysql-*.whl"))
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
 
 
 @pytest.fixture(scope="module")
 def venv(wheel, tmp_path_factory) -> Path:
-    """A new virtualenv (no system site-packages) with the wheel and its dependencies, nothing else."""
-    where = tmp_path_factory.mktemp("venv") / "env"
-    started = time.monotonic()
-    subprocess.run([base_python(), "-m", "venv", str(where)], check=True, env=clean_env(), timeout=120)
-    pip = [str(where / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    installed = subprocess.run([*pip, str(wheel)], capture_output=True, text=True, env=clean_env(),
-                               timeout=600)  # fmt: skip
-    assert installed.returncode == 0, installed.stdout + installed.stderr
-    print(f"fresh virtualenv with the wheel and its dependencies: {time.monotonic() - started:.1f} s")
-    return where
-
-
-def base_python() -> str:
-    """The interpreter the test's own virtualenv was made from (a venv made by a venv's python
-    would still be a plain venv, but say it plainly)."""
-    return str(Path(sys.base_prefix) / "bin" / "python3")
-
-
-def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment without anything that could reach the checkout or the test's virtualenv."""
-    dropped = ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE")
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX) and k not in dropped}
-    environment["PATH"] = os.pathsep.join(
-        p for p in environment.get("PATH", "").split(os.pathsep) if not p.startswith(str(REPO))
-    )
-    environment["PYTHONNOUSERSITE"] = "1"
-    return {**environment, **(extra or {})}
+    return make_venv(tmp_path_factory.mktemp("venv") / "env", base_python(), str(wheel))
 
 
 def run(venv: Path, *args: str, env: dict | None = None, cwd: Path, timeout: float = 90):

@@ -35,6 +35,9 @@ from recheck.workers.writing.writeslots import WriteSlots
 log = logging.getLogger(__name__)
 
 
+ERROR_SUMMARY = 255  # characters of a failure's first line kept for status, heartbeats and logs
+
+
 class Counters:
     """What this worker has done; read by the heartbeat thread for status."""
 
@@ -96,7 +99,9 @@ class Completer:
         so are those of rows deleted since their dispatch (`gone`: nothing to check or write)."""
         entries = [item.entry for item in items]
         written: Written | None = NOTHING_WRITTEN
-        self.last_error = next((o.text for o in reversed(outcomes) if not o.ok), self.last_error)
+        failed = next((o.text for o in reversed(outcomes) if not o.ok), None)
+        if failed is not None:  # its first line, as status and logs show it (a traceback may follow)
+            self.last_error = failed.split("\n", 1)[0][:ERROR_SUMMARY]
         if items:
             with self.slots.held():  # waiting for a slot is not a stuck write: its clock starts after
                 written = self.write(items, outcomes)

@@ -1,0 +1,78 @@
+"""`manage.py probe enqueue SPEC_JSON` / `probe results IDS_JSON` / `probe runs`: what the test
+asks of the project, answered as JSON on stdout."""
+
+import json
+from datetime import timedelta
+
+from django.core.management.base import BaseCommand
+from django.db import connection, transaction
+from django.utils import timezone
+
+from taskapp import tasks
+
+
+class Rollback(Exception):
+    pass
+
+
+class Command(BaseCommand):
+    def add_arguments(self, parser):
+        parser.add_argument("action")
+        parser.add_argument("data", nargs="?", default="null")
+
+    def handle(self, action, data, **options):
+        self.stdout.write(json.dumps(getattr(self, action)(json.loads(data)), default=str))
+
+    def enqueue(self, specs):
+        """[[task, args, {priority, queue, after_s, rollback}]...] -> ids (null: rolled back)."""
+        ids = []
+        for name, args, how in specs:
+            chosen = getattr(tasks, name)
+            changes = {}
+            if "priority" in how:
+                changes["priority"] = how["priority"]
+            if "after_s" in how:
+                changes["run_after"] = timezone.now() + timedelta(seconds=how["after_s"])
+            chosen = chosen.using(**changes) if changes else chosen
+            if how.get("rollback"):
+                try:
+                    with transaction.atomic():
+                        result = chosen.enqueue(*args)
+                        ids.append(result.id)  # it had an id inside the transaction
+                        raise Rollback
+                except Rollback:
+                    pass
+                continue
+            with transaction.atomic():  # the view's own transaction: the task commits with it
+                ids.append(chosen.enqueue(*args).id)
+        return ids
+
+    def results(self, ids):
+        answers = {}
+        for task_id in ids:
+            try:
+                result = tasks.add.get_backend().get_result(task_id)
+            except Exception as error:
+                answers[task_id] = {"missing": type(error).__name__}
+                continue
+            answers[task_id] = {
+                "status": str(result.status),
+                "value": result.return_value if result.status == "SUCCESSFUL" else None,
+                "errors": [[e.exception_class_path, e.traceback] for e in result.errors],
+                "error_class": result.errors[0].exception_class.__name__ if result.errors else None,
+                "attempts": result.attempts,
+                "enqueued_at": result.enqueued_at,
+                "started_at": result.started_at,
+                "finished_at": result.finished_at,
+                "run_after": result.task.run_after,
+                "task": result.task.module_path,
+                "queue": result.task.queue_name,
+                "priority": result.task.priority,
+                "args": result.args,
+            }
+        return answers
+
+    def runs(self, _):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT n, label, at FROM task_runs ORDER BY n")
+            return [[n, label, at.isoformat()] for n, label, at in cursor.fetchall()]
