@@ -67,3 +67,8 @@ def attempt(context, label: str) -> int:
 def big(label: str, size: int) -> str:
     record(label)
     return "x" * size
+
+
+@task
+def noop() -> None:
+    """Nothing: what a benchmark of the engine runs."""
