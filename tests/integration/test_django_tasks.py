@@ -154,12 +154,19 @@ def test_tasks_enqueued_in_transactions_run_once_in_priority_order_with_results_
     )
     assert results[deferred]["started_at"] >= results[deferred]["run_after"]
     assert results[big]["value"] == "x" * 20_000
-    assert results[too_big]["status"] == "FAILED" and "70,0" in results[too_big]["errors"][0][1]
+    assert results[too_big]["status"] == "FAILED" and "return less" in results[too_big]["errors"][0][1]
     # Every committed task ran exactly once; the urgent ones (priority > 0) before the backlog.
     counts = dict(query(sql, "SELECT label, COUNT(*) FROM task_runs GROUP BY label"))
     assert all(counts[f"low-{n}"] == 1 for n in range(300)) and all(
         counts[f"high-{n}"] == 1 for n in range(10)
     )
+    page = site.probe("admin", None)  # Django's admin lists the tasks, read-only
+    assert (
+        page["status"] == 200
+        and "taskapp.tasks.boom" in page["text"]
+        and "builtins.ValueError: boom" in page["text"]
+    )
+    assert "dead" in page["text"] and "Add task" not in page["text"]
     order = [label for (label,) in query(sql, "SELECT label FROM task_runs ORDER BY n")]
     last_urgent = max(order.index(f"high-{n}") for n in range(10))
     print(f"the 10 urgent tasks ran among the first {last_urgent + 1} of {len(order)}")

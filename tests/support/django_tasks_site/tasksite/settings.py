@@ -14,8 +14,11 @@ DEBUG = False
 USE_TZ = True
 TIME_ZONE = "Europe/Paris"  # not UTC: times must survive the trip
 INSTALLED_APPS = [
+    "django.contrib.admin",
     "django.contrib.contenttypes",
     "django.contrib.auth",
+    "django.contrib.sessions",
+    "django.contrib.messages",
     *([] if find_spec("django.tasks") else ["django_tasks"]),  # Django 5.2: the backport
     "recheck.django",
     "taskapp",
@@ -44,5 +47,25 @@ TASKS = {
         },
     }
 }
+ROOT_URLCONF = "tasksite.urls"
+ALLOWED_HOSTS = ["testserver"]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LOGGING = {"version": 1, "disable_existing_loggers": False}

@@ -57,6 +57,24 @@ class Command(BaseCommand):
                 tasks.noop.enqueue()
         return {"tasks": count, "seconds": round(time.perf_counter() - started, 3)}
 
+    def produce(self, how):
+        """{"backend", "seconds", "rate"}: no-op tasks on that TASKS alias, one per transaction, for
+        `seconds` (at `rate` tasks/s, or as fast as it can with 0): how many."""
+        import time
+
+        chosen = tasks.noop.using(backend=how["backend"])
+        began = time.time()
+        count, started = 0, time.perf_counter()
+        deadline = started + how["seconds"]
+        while (now := time.perf_counter()) < deadline:
+            if how["rate"] and count > (now - started) * how["rate"]:
+                time.sleep(min(0.005, count / how["rate"] - (now - started)))
+                continue
+            with transaction.atomic():
+                chosen.enqueue()
+            count += 1
+        return {"tasks": count, "began": began, "ended": time.time()}
+
     def results(self, ids):
         answers = {}
         for task_id in ids:
@@ -81,6 +99,19 @@ class Command(BaseCommand):
                 "args": result.args,
             }
         return answers
+
+    def admin(self, _):
+        """The tasks' page of Django's admin as a superuser sees it: its status and text."""
+        from django.contrib.auth.models import User
+        from django.test import Client
+
+        user = User.objects.filter(username="admin").first() or User.objects.create_superuser(
+            "admin", "", "pw"
+        )
+        client = Client()
+        client.force_login(user)
+        page = client.get("/admin/recheck_tasks/rechecktask/?q=boom")  # its search box
+        return {"status": page.status_code, "text": page.content.decode()}
 
     def runs(self, _):
         with connection.cursor() as cursor:
