@@ -76,7 +76,7 @@ async def run(row: Mapping[str, Any]) -> str:
         last_attempted_at=started, args=stored["args"], kwargs=stored["kwargs"], backend=row["backend_name"],
         errors=[], worker_ids=["unknown"] * (attempt - 1) + [WORKER_ID],
     )  # fmt: skip
-    task_started.send(_backend_class(task.backend), task_result=running)
+    task_started.send(_backend_class(running.backend), task_result=running)
     args = [TaskContext(task_result=running), *running.args] if task.takes_context else running.args
     try:
         if iscoroutinefunction(task.func):
@@ -129,4 +129,4 @@ def _call(task: Task, args: list, kwargs: dict) -> Any:
 def _finished(task: Task, result: TaskResult, status: TaskResultStatus) -> None:
     object.__setattr__(result, "status", status)
     object.__setattr__(result, "finished_at", datetime.now(UTC))
-    task_finished.send(_backend_class(task.backend), task_result=result)
+    task_finished.send(_backend_class(result.backend), task_result=result)
