@@ -87,8 +87,9 @@ class RecheckBackend(BaseTaskBackend):
                               run_after=self._local(table.aware(run_after)))  # fmt: skip
         told = table.outcome(result, checked_at, due, fail_count, last_error)
         stored = json.loads(arguments)
-        errors = [TaskError(exception_class_path=path, traceback=trace) for path, trace in [told.error]] \
-            if told.error else []  # fmt: skip
+        errors = (
+            [TaskError(exception_class_path=told.error[0], traceback=told.error[1])] if told.error else []
+        )
         answer = TaskResult(
             task=task, id=result_id, status=TaskResultStatus(told.status),
             enqueued_at=self._local(table.aware(enqueued_at)), started_at=self._local(told.started_at),

@@ -4,7 +4,7 @@ the backend writes to (DATABASES), Redis and any recheck setting from the backen
     OPTIONS = {"DATABASE": "default", "REDIS_URL": "redis://redis:6379/0", "MAX_ATTEMPTS": 3,
                "RECHECK": {"CONCURRENCY": 100, "KEEP_DONE": 604800}}
 
-The table's shape (table.WORKLOAD: table, columns, check) is fixed; the rest are defaults that a
+The table's shape (table.SHAPE: table, columns, check) is fixed; the rest are defaults that a
 RECHECK_* variable of the environment overrides, as everywhere in recheck.
 """
 
@@ -17,8 +17,6 @@ from urllib.parse import quote, urlencode
 from django.core.exceptions import ImproperlyConfigured
 
 import recheck.django.table as table
-
-SHAPE = ("TABLE", "ID_COLUMN", "RESULT_COLUMN", "ONCE", "CHECK", "CHECK_KIND", "COLUMNS", "PRIORITY_COLUMN")
 
 
 def mysql_url(database: Mapping[str, Any]) -> str:
@@ -54,20 +52,19 @@ def recheck_environment(alias: str = "default", environ: Mapping[str, str] | Non
         raise ImproperlyConfigured(f"TASKS[{alias!r}] is not recheck.django.RecheckBackend")
     options = params.get("OPTIONS") or {}
     database = settings.DATABASES[options.get("DATABASE", "default")]
-    defaults = {f"RECHECK_{key}": value for key, value in table.WORKLOAD.items()}
-    defaults["RECHECK_WORKLOAD"] = "tasks"
+    defaults = {f"RECHECK_{key}": value for key, value in table.DEFAULTS.items()}
     defaults["RECHECK_MYSQL_URL"] = mysql_url(database)
     if options.get("REDIS_URL"):
         defaults["RECHECK_REDIS_URL"] = str(options["REDIS_URL"])
     if options.get("MAX_ATTEMPTS"):
         defaults["RECHECK_MAX_ATTEMPTS"] = str(int(options["MAX_ATTEMPTS"]))
     for key, value in (options.get("RECHECK") or {}).items():
-        if key.upper() in SHAPE:
+        if key.upper() in table.SHAPE:
             raise ImproperlyConfigured(f"OPTIONS['RECHECK'][{key!r}]: the tasks table's shape is fixed")
         defaults[f"RECHECK_{key.upper()}"] = _text(value)
     given = environ or {}
-    shape = {f"RECHECK_{key}" for key in SHAPE}
-    return {name: value for name, value in defaults.items() if name in shape or name not in given}
+    chosen = {name: value for name, value in defaults.items() if name not in given}
+    return {**chosen, **{f"RECHECK_{key}": value for key, value in table.SHAPE.items()}}
 
 
 def _text(value: Any) -> str:

@@ -3,7 +3,7 @@
 One row per enqueued task. The producer's INSERT (backend.py) names the task, its JSON arguments,
 priority, queue and backend; the due column's default makes it due at once (or `run_after` is
 its due time), in the enqueuing transaction. recheck runs the table as a one-shot workload
-(WORKLOAD): a success is done (due column NULL) with the task's outcome in `result`, a failure
+(SHAPE, DEFAULTS): a success is done (due column NULL) with the task's outcome in `result`, a failure
 keeps its traceback in `last_error` and is retried up to MAX_ATTEMPTS, then dead.
 
 The SQL runs on MySQL 8.0.13+ (an expression default) and MariaDB 10.2+. Pure: no I/O.
@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from recheck.shared.core.rowstates import RowState, state_of
+from recheck.shared.mysql.sql import LONG_TEXT_LIMIT  # characters of an outcome a write-back carries
 
 TABLE = "recheck_task"
-LONG_TEXT_LIMIT = 65535  # characters of an outcome a write-back carries (shared/mysql/sql.py)
 
 CREATE_TABLE = f"""
 CREATE TABLE {TABLE} (
@@ -64,9 +64,9 @@ SELECT_ONE = (
 COLUMNS = ("task_path", "args_kwargs", "priority", "queue_name", "backend_name", "enqueued_at", "run_after",
            "fail_count")  # fmt: skip
 
-# The workload recheck runs the table as (RECHECK_* names; the environment and OPTIONS may
-# change any of them but the table's shape).
-WORKLOAD = {
+# The workload recheck runs the table as (RECHECK_* names). Its shape: fixed, whatever the
+# environment or OPTIONS say.
+SHAPE = {
     "TABLE": TABLE,
     "ID_COLUMN": "id",
     "RESULT_COLUMN": "result",
@@ -75,6 +75,10 @@ WORKLOAD = {
     "CHECK_KIND": "row",
     "COLUMNS": ",".join(COLUMNS),
     "PRIORITY_COLUMN": "urgent",
+}
+# Its defaults: OPTIONS and RECHECK_* variables of the environment may change these.
+DEFAULTS = {
+    "WORKLOAD": "tasks",
     "MAX_ATTEMPTS": "1",  # Django's meaning: a task that raises is FAILED (OPTIONS MAX_ATTEMPTS retries)
     "WORKER_BATCH": "100",  # a take's outcomes, up to 64 KB each, in one statement under max_allowed_packet
     "CHECK_TIMEOUT": "600",

@@ -9,7 +9,15 @@ import pytest
 from recheck.shared.core.entries import Item
 from recheck.shared.core.keys import INT_KEYS, BinaryKeys, TextKeys
 from recheck.shared.mysql.sql import JITTER_RUNS, jitter_share
-from recheck.workers.checks import CheckShapeError, Outcome, batch_outcomes, check_kind, per_row
+from recheck.workers.checks import (
+    CheckShapeError,
+    Outcome,
+    StoredError,
+    batch_outcomes,
+    check_kind,
+    describe_error,
+    per_row,
+)
 from recheck.workers.writing.writeback import NextDue, split_outcomes
 
 
@@ -117,3 +125,11 @@ def test_a_rows_jitter_step_is_the_one_the_sql_hashes_from_its_key_and_due_time(
         for item, row in zip(items, successes, strict=True):
             seed = f"{keys.ref(item)}:{item.due_ms}".encode()  # what CONCAT prints from the batch
             assert row[3] == round(interval * (1 - 0.3 * jitter_share(zlib.crc32(seed))))
+
+
+def test_a_stored_error_is_kept_as_written_and_any_other_is_named_by_its_class():
+    assert (
+        describe_error(StoredError("app.errors.Declined: no\nTraceback ..."))
+        == "app.errors.Declined: no\nTraceback ..."
+    )
+    assert describe_error(ValueError("no")) == "ValueError: no"

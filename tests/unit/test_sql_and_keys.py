@@ -38,3 +38,17 @@ def test_with_a_priority_column_each_row_is_read_by_one_of_two_pages():
         queries.due_page.replace("AND NOT (`premium` <=> 1)", "AND `premium` = 1")
         == queries.due_page_priority
     )
+
+
+def test_results_and_errors_travel_as_long_text_only_for_a_text_column():
+    short, long = (
+        Queries(Workload(), text_limits=(255, None)),
+        Queries(Workload(), text_limits=(65535, 65535)),
+    )
+    for statement in ("write_success", "write_done"):
+        assert "result VARCHAR(1024) PATH" in getattr(short, statement)
+        assert "result MEDIUMTEXT PATH" in getattr(long, statement)
+    assert (
+        "error VARCHAR(1024) PATH" in short.record_failure and "error MEDIUMTEXT PATH" in long.record_failure
+    )
+    assert "VARCHAR(1024) PATH '$[2]'" in Queries(Workload()).write_done  # the table not read yet

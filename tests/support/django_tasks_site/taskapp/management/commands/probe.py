@@ -47,16 +47,6 @@ class Command(BaseCommand):
                 ids.append(chosen.enqueue(*args).id)
         return ids
 
-    def enqueue_many(self, count):
-        """`count` no-op tasks, one per transaction (as views enqueue them): how long it took."""
-        import time
-
-        started = time.perf_counter()
-        for _ in range(count):
-            with transaction.atomic():
-                tasks.noop.enqueue()
-        return {"tasks": count, "seconds": round(time.perf_counter() - started, 3)}
-
     def produce(self, how):
         """{"backend", "seconds", "rate"}: no-op tasks on that TASKS alias, one per transaction, for
         `seconds` (at `rate` tasks/s, or as fast as it can with 0): how many."""
