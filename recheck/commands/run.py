@@ -280,21 +280,25 @@ class Runner:
         return round(longest + 1.0, 3)
 
     def stop_children(self) -> list[tuple[str, int]]:
-        alive = [c.process for c in self.children if c.process and c.process.poll() is None]
-        for process in alive:
-            process.send_signal(signal.SIGTERM)
+        """Stop the running children gracefully; their exit codes. A child that had already died
+        (a crash waiting for its restart) is not counted: its crash was logged when it happened.
+        One stopped by our SIGTERM before it could install its handler (just restarted) stopped
+        as asked: 0."""
+        alive = [c for c in self.children if c.process and c.process.poll() is None]
+        for child in alive:
+            assert child.process is not None
+            child.process.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + self.deployment.shutdown_timeout + 5
         codes = []
-        for child in self.children:
-            if child.process is None:
-                continue
+        for child in alive:
+            assert child.process is not None
             try:
                 code = child.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
             except subprocess.TimeoutExpired:
                 log.error("%s %d did not stop in time; killing it", child.role, child.index)
                 child.process.kill()
                 code = child.process.wait()
-            codes.append((f"{child.role} {child.index}", code))
+            codes.append((f"{child.role} {child.index}", 0 if code == -signal.SIGTERM else code))
         return codes
 
 

@@ -19,6 +19,7 @@ from recheck.shared.redis.keys import Keys
 from recheck.workers.writing.writeback import PATIENT_LOCK_WAITS
 from tests.support.cluster import Cluster
 from tests.support.helpers import scalar
+from tests.support.processes import SCHEDULING_SLACK_S
 from tests.support.servers import wait_for
 
 
@@ -74,7 +75,7 @@ def test_leader_killed_standby_takes_over(cluster):
     cluster.pause(1)
     takeover = cluster.kill_the_leader()
     s = cluster.settings
-    bound = s.deployment.leader_ttl + s.deployment.heartbeat_interval + 0.5
+    bound = s.deployment.leader_ttl + s.deployment.heartbeat_interval + SCHEDULING_SLACK_S
     assert takeover < bound, f"takeover {takeover:.2f} s, bound {bound:.2f} s"
     report = cluster.finish("kill -9 of the leading dispatcher (2 running)")
     report.assert_invariants(bound_s=bound + 1.0, max_duplicates=0)

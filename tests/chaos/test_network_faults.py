@@ -20,6 +20,7 @@ from recheck.shared.process.loop import ABANDON_TIMEOUT, WATCHDOG_GRACE
 from recheck.shared.redis.keys import Keys
 from tests.support.cluster import Cluster
 from tests.support.helpers import scalar
+from tests.support.processes import SCHEDULING_SLACK_S
 from tests.support.servers import wait_for
 
 ROW_COST = {"TEST_CHECK_ROW_COST": "0.001"}  # 0.2 s per batch of 200: a worker is caught holding one
@@ -54,7 +55,7 @@ def give_back_bound(s) -> float:
 def takeover_bound(s) -> float:
     """A leader that cannot read MySQL (or reach Redis) lets its lease go within LEADER_TTL; a
     standby takes it at its next heartbeat and dispatches from the oldest due row."""
-    return s.deployment.leader_ttl + 2 * s.deployment.heartbeat_interval + 0.5
+    return s.deployment.leader_ttl + 2 * s.deployment.heartbeat_interval + SCHEDULING_SLACK_S
 
 
 def start_victim_behind(cluster: Cluster, server: str):

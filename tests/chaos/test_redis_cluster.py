@@ -14,6 +14,7 @@ from recheck.shared.redis.connection import connect_redis
 from tests.chaos.test_faults import worker_bound
 from tests.support.cluster import Cluster
 from tests.support.helpers import scalar, seed_rows
+from tests.support.processes import SCHEDULING_SLACK_S
 from tests.support.servers import REDIS_CLI, RedisCluster, wait_for
 
 
@@ -179,7 +180,7 @@ def test_the_leader_killed_the_standby_takes_every_partition_and_dispatches(on_c
     cluster.pause(1)
     takeover = cluster.kill_the_leader()  # the standby must hold all 16 leases and dispatch
     s = cluster.settings
-    bound = s.deployment.leader_ttl + s.deployment.heartbeat_interval + 0.5
+    bound = s.deployment.leader_ttl + s.deployment.heartbeat_interval + SCHEDULING_SLACK_S
     assert takeover < bound, f"takeover {takeover:.2f} s, bound {bound:.2f} s"
     report = cluster.finish("kill -9 of the leading dispatcher (2 running), on a cluster")
     report.assert_invariants(bound_s=bound + 1.0, max_duplicates=0)

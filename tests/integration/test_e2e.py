@@ -8,7 +8,7 @@ import pytest
 
 from tests.support.helpers import audit_violations, install_audit, query, scalar, seed_rows
 
-ROWS = 16_000
+ROWS = 8_000
 OVERDUE_1S = "SELECT COUNT(*) FROM user_block_status WHERE next_check_at < NOW(3) - INTERVAL 1 SECOND"
 OLDEST = (
     "SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, MIN(next_check_at), NOW(3)) / 1e6, 0) FROM user_block_status"
@@ -16,10 +16,11 @@ OLDEST = (
 
 
 @pytest.mark.serial  # timing: alone, not beside other tests (make test)
-def test_16000_rows_every_2s_with_3_workers_stay_fresh(settings, sql, procs):
-    # "While workers keep up": 8,000 checks/s. On 2026-11-26 this 2-core machine's 3 workers did
-    # at most about 9,800/s beside the test's own sampling, and 20,000 rows every 2 s (10,000/s)
-    # failed here 3 runs of 3 on the tree before that day's changes; it passed on faster days.
+def test_8000_rows_every_2s_with_3_workers_stay_fresh(settings, sql, procs):
+    # "While workers keep up": 4,000 checks/s, under half of what this 2-core machine's 3 workers
+    # did on 2026-11-26 (about 9,800/s). 16,000 rows every 2 s (80 % of that) passed on a quiet
+    # machine but not in a CI run with neighbours (2026-11-28: worst lateness 2.7 s); the rate
+    # workers reach is a benchmark's figure (docs/performance.md), not this test's.
     assert settings.interval == 2.0
     install_audit(sql, settings)
     seed_rows(settings, ROWS)  # due times spread over one interval
