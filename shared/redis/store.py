@@ -21,8 +21,9 @@ once, over them:
 - the reconciler's jobs (reclaim, quarantine, orphans) work one partition at a time: their
   methods take the partition's number.
 
-Each script is prefixed with _lib.lua (small helpers) and registered once per client; redis-py
-runs it with EVALSHA and reloads it transparently after a Redis restart empties the cache.
+Each script is prefixed with _lib.lua (small helpers), its parts inlined (scripts.py), and
+registered once per client; redis-py runs it with EVALSHA and reloads it transparently after a
+Redis restart empties the cache.
 """
 
 from __future__ import annotations
@@ -32,8 +33,7 @@ import itertools
 import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from functools import cache, partial
-from importlib import resources
+from functools import partial
 from typing import Any, NamedTuple, TypeVar
 
 from recheck.shared.config import Workload
@@ -43,6 +43,7 @@ from recheck.shared.core.partitions import partition_of, rotation, split_by_part
 from recheck.shared.core.records import DispatcherBeat, WorkerBeat
 from recheck.shared.redis.connection import RedisClient
 from recheck.shared.redis.keys import Keys
+from recheck.shared.redis.scripts import script_source
 
 B = TypeVar("B", WorkerBeat, DispatcherBeat)
 
@@ -56,12 +57,6 @@ NULL_GROUP = "NULL"  # the group of rows whose group column is NULL (queries.sql
 DROPPED_TTL_MS = 86_400_000  # as dispatch.lua's: a dropped entry nobody takes is forgotten after a day
 MAX_ERROR_GROUPS = 50  # distinct error messages kept per workload (errors.lua)
 ERROR_EXAMPLES = 5  # example ids kept per message
-
-
-@cache
-def script_source(name: str) -> str:
-    folder = resources.files("recheck.shared.redis").joinpath("lua")
-    return folder.joinpath("_lib.lua").read_text() + folder.joinpath(f"{name}.lua").read_text()
 
 
 class GroupOverview(NamedTuple):

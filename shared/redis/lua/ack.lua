@@ -31,22 +31,30 @@
 -- due time, so a paused worker that wakes up late cannot release someone else's work.
 -- Deferred entries leave the in-flight set like finished ones, but are not recorded as
 -- completed: their row still has that due time, and the sweep must be free to dispatch it.
+local K = {processing = KEYS[1], inflight = KEYS[2], queue = KEYS[3], stats = KEYS[4],
+           reclaims = KEYS[5], sweep_guard = KEYS[6], dispatch_guard = KEYS[7], completed = KEYS[8],
+           again = KEYS[9], asked = KEYS[10], dropped = KEYS[11], priority = KEYS[12],
+           asked_guard = KEYS[21]}
+local G = group_keys(13)
 local FIRST = 10
+
+-- #include _ack_release
+
 local whole = ARGV[1] == '1'
 local n_done, n_deferred = tonumber(ARGV[2]), tonumber(ARGV[3])
 local first_deferred, first_back = FIRST + n_done, FIRST + n_done + n_deferred
 
 -- held[i] for every entry ARGV[i] that this worker still holds; those leave its set.
 local held = {}
-if whole and redis.call('SCARD', KEYS[1]) == #ARGV - FIRST + 1 then
+if whole and redis.call('SCARD', K.processing) == #ARGV - FIRST + 1 then
   -- The usual case: a batch worker acknowledges exactly the batch it holds (it takes no more
   -- until it acknowledges, so an equal count means the same entries).
   for i = FIRST, #ARGV do held[i] = true end
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', K.processing)
 else
   for start = FIRST, #ARGV, CHUNK do
     local stop = math.min(start + CHUNK - 1, #ARGV)
-    local flags = redis.call('SMISMEMBER', KEYS[1], unpack(ARGV, start, stop))
+    local flags = redis.call('SMISMEMBER', K.processing, unpack(ARGV, start, stop))
     local mine = {}
     for k, f in ipairs(flags) do
       if f == 1 then
@@ -54,122 +62,34 @@ else
         mine[#mine + 1] = ARGV[start + k - 1]
       end
     end
-    if #mine > 0 then redis.call('SREM', KEYS[1], unpack(mine)) end
+    if #mine > 0 then redis.call('SREM', K.processing, unpack(mine)) end
   end
 end
 
--- Release ARGV[from..to] still held and still in flight for their due time; returns how many
--- were held. `completing`: record them for guarded passes and forgive their reclaims.
-local guarded = redis.call('EXISTS', KEYS[6], KEYS[7], KEYS[21]) > 0
-local completed, completed_until
-if guarded then
+local state = {held = held, guarded = redis.call('EXISTS', K.sweep_guard, K.dispatch_guard, K.asked_guard) > 0,
+               forgive = redis.call('EXISTS', K.reclaims) == 1,
+               asked_again = redis.call('EXISTS', K.again) == 1}  -- usually not: no lookup per id then
+if state.guarded then
   local _before
-  completed, _before, completed_until = completed_windows(KEYS[8])
-end
-local forgive = redis.call('EXISTS', KEYS[5]) == 1
-local asked_again = redis.call('EXISTS', KEYS[9]) == 1  -- usually not: no lookup per id then
-local function release(from, to, completing)
-  local count = 0
-  for start = from, to, CHUNK do
-    local stop = math.min(start + CHUNK - 1, to)
-    local ids, dues, n = {}, {}, 0
-    for i = start, stop do
-      if held[i] then
-        count = count + 1
-        local entry = ARGV[i]
-        local colon = find(entry, ':', 1, true)
-        if colon then  -- a malformed entry has no id: it only leaves the worker's set
-          n = n + 1
-          ids[n] = sub(entry, 1, colon - 1)
-          dues[n] = sub(entry, colon + 1)
-        end
-      end
-    end
-    local current = n > 0 and redis.call('HMGET', KEYS[2], unpack(ids)) or {}
-    local record = completing and guarded
-    local released, pairs_, r = {}, {}, 0
-    for k = 1, n do
-      if current[k] == dues[k] then
-        r = r + 1
-        released[r] = ids[k]
-        if record then
-          pairs_[2 * r - 1] = ids[k]
-          pairs_[2 * r] = dues[k]
-        end
-      end
-    end
-    if r > 0 then
-      redis.call('HDEL', KEYS[2], unpack(released))
-      if asked_again then
-        local flags = redis.call('HMGET', KEYS[9], unpack(released))
-        for k, flag in ipairs(flags) do
-          if flag then
-            redis.call('HDEL', KEYS[9], released[k])
-            redis.call('RPUSH', KEYS[10], released[k])
-          end
-        end
-      end
-      if completing and forgive then redis.call('HDEL', KEYS[5], unpack(released)) end
-      if record then
-        redis.call('HSET', completed, unpack(pairs_))
-        redis.call('PEXPIREAT', completed, completed_until)
-      end
-    end
-  end
-  return count
+  state.completed, _before, state.completed_until = completed_windows(K.completed)
 end
 
-if redis.call('EXISTS', KEYS[11]) == 1 then  -- usually not: one EXISTS per ack then
+if redis.call('EXISTS', K.dropped) == 1 then  -- usually not: one EXISTS per ack then
   local gone = {}
   for i = FIRST, first_back - 1 do
     if held[i] then gone[#gone + 1] = ARGV[i] end
   end
-  if #gone > 0 then chunked('SREM', KEYS[11], gone) end
+  if #gone > 0 then chunked('SREM', K.dropped, gone) end
 end
 
-local finished = release(FIRST, first_deferred - 1, true)
-release(first_deferred, first_back - 1, false)
+local finished = release(state, FIRST, first_deferred - 1, true)
+release(state, first_deferred, first_back - 1, false)
+local returned = give_back(held, first_back)
 
-local returned = 0
-local g = group_keys(13)
-local back = {}
-for i = first_back, #ARGV do
-  if held[i] then back[#back + 1] = ARGV[i] end
-end
-local groups_of = {}
-if redis.call('EXISTS', g.of) == 1 then  -- entries taken from groups: no per-entry work otherwise
-  if #back > 0 then
-    for _, reply in ipairs(chunked('HMGET', g.of, back)) do
-      for _, name in ipairs(reply) do groups_of[#groups_of + 1] = name end
-    end
-  end
-  local leaving = {}
-  for i = FIRST, #ARGV do
-    if held[i] then leaving[#leaving + 1] = ARGV[i] end
-  end
-  group_release(g, leaving)
-end
-local back_to = KEYS[3]
-if #back > 0 and redis.call('LLEN', KEYS[12]) > 0 then back_to = KEYS[12] end
-local to_groups, names = {}, {}
-for i = #back, 1, -1 do
-  if groups_of[i] then
-    to_groups[#to_groups + 1] = back[i]
-    names[#names + 1] = groups_of[i]
-  else
-    redis.call('LPUSH', back_to, back[i])
-  end
-  returned = returned + 1
-end
-if #to_groups > 0 then
-  group_push_head(g, to_groups, names)
-  group_wake(g)
-end
-
-local names = {'checked', 'failed', 'stale', 'malformed', 'deferred', 'gone'}
-for i, name in ipairs(names) do
+local counters = {'checked', 'failed', 'stale', 'malformed', 'deferred', 'gone'}
+for i, name in ipairs(counters) do
   local n = tonumber(ARGV[3 + i])
-  if n > 0 then redis.call('HINCRBY', KEYS[4], name, n) end
+  if n > 0 then redis.call('HINCRBY', K.stats, name, n) end
 end
-if returned > 0 then redis.call('HINCRBY', KEYS[4], 'returned', returned) end
+if returned > 0 then redis.call('HINCRBY', K.stats, 'returned', returned) end
 return finished

@@ -41,51 +41,40 @@
 -- e.g. one just resumed) moves that entry to the head if it is among the last MOVE_SCAN of the
 -- queue (where a page just put it), looking through at most MOVE_BUDGET entries per call; one
 -- further back, or held by a worker, stays where it is.
-if redis.call('GET', KEYS[5]) ~= ARGV[1] then
-  return {-1, redis.call('LLEN', KEYS[1]), 0}
+local K = {queue = KEYS[1], inflight = KEYS[2], stats = KEYS[3], epoch = KEYS[4], leader = KEYS[5],
+           completed = KEYS[6], again = KEYS[7], dropped = KEYS[8], priority = KEYS[9],
+           workers = KEYS[18]}
+local G = group_keys(10)
+
+-- #include _push_entries
+
+if redis.call('GET', K.leader) ~= ARGV[1] then
+  return {-1, redis.call('LLEN', K.queue), 0}
 end
 local lost = 0
-if redis.call('EXISTS', KEYS[4]) == 0 then
-  redis.call('SET', KEYS[4], '1')
+if redis.call('EXISTS', K.epoch) == 0 then
+  redis.call('SET', K.epoch, '1')
   lost = 1
 end
-local completed_now, completed_before = completed_windows(KEYS[6])
+local completed_now, completed_before = completed_windows(K.completed)
 local guarded = redis.call('EXISTS', completed_now, completed_before) > 0
 local head = ARGV[2] == 'head'
 local push = head and 'LPUSH' or 'RPUSH'
--- Where the entries go: a page of the rest's to KEYS[1]; a priority page to KEYS[9] unless both
--- lists are empty (then KEYS[1], where idle workers wait); a head push (`now`) to the head of
--- the list taken first: KEYS[9] while it holds entries, else KEYS[1].
-local into = KEYS[1]
-if (ARGV[2] == 'priority' and redis.call('LLEN', KEYS[1]) + redis.call('LLEN', KEYS[9]) > 0)
-    or (head and redis.call('LLEN', KEYS[9]) > 0) then
-  into = KEYS[9]
+-- Where the entries go: a page of the rest's to the queue; a priority page to the priority list
+-- unless both lists are empty (then the queue, where idle workers wait); a head push (`now`) to
+-- the head of the list taken first: the priority list while it holds entries, else the queue.
+local into = K.queue
+if (ARGV[2] == 'priority' and redis.call('LLEN', K.queue) + redis.call('LLEN', K.priority) > 0)
+    or (head and redis.call('LLEN', K.priority) > 0) then
+  into = K.priority
 end
 local DROPPED_TTL_MS = 86400000  -- an old entry a worker already held is never taken: forgotten
 local MOVE_SCAN, MOVE_BUDGET = 10000, 100000
 local budget = head and MOVE_BUDGET or 0
 local pushed, grouped = 0, 0
-local g = group_keys(10)
 for start = 3, #ARGV, CHUNK do
-  local stop = math.min(start + CHUNK - 1, #ARGV)
-  local ids, dues, entries, names = {}, {}, {}, {}
-  local n = 0
-  for i = start, stop do
-    local entry = ARGV[i]
-    local colon = find(entry, ':', 1, true)
-    local second = find(entry, ':', colon + 1, true)
-    n = n + 1
-    ids[n] = sub(entry, 1, colon - 1)
-    if second then  -- a grouped entry: its group is not part of what is queued
-      dues[n] = sub(entry, colon + 1, second - 1)
-      entries[n] = sub(entry, 1, second - 1)
-      names[n] = sub(entry, second + 1)
-    else
-      dues[n] = sub(entry, colon + 1)
-      entries[n] = entry
-    end
-  end
-  local held = redis.call('HMGET', KEYS[2], unpack(ids))
+  local ids, dues, entries, names, n = parse_entries(start, math.min(start + CHUNK - 1, #ARGV))
+  local held = redis.call('HMGET', K.inflight, unpack(ids))
   local done, done_before = {}, {}
   if guarded then
     done = redis.call('HMGET', completed_now, unpack(ids))
@@ -97,40 +86,23 @@ for start = 3, #ARGV, CHUNK do
     local id = ids[k]
     local admit = not held[k]  -- the usual case: not in flight
     if held[k] == dues[k] and budget > 0 and not seen[id] then
-      local entry = entries[k]
       local scan = math.min(MOVE_SCAN, budget)
       budget = budget - scan
-      local from = nil
-      if names[k] then  -- within its group's list (where it waits behind its group's own)
-        local list = g.prefix .. names[k]
-        if redis.call('LPOS', list, entry, 'RANK', -1, 'MAXLEN', scan) then from = list end
-      else
-        from = redis.call('LPOS', KEYS[1], entry, 'RANK', -1, 'MAXLEN', scan) and KEYS[1]
-        if not from and into == KEYS[9] and redis.call('LPOS', KEYS[9], entry, 'RANK', -1, 'MAXLEN', scan) then
-          from = KEYS[9]
-        end
-      end
-      if from and names[k] then
-        redis.call('LREM', from, -1, entry)
-        redis.call('LPUSH', from, entry)
-        seen[id] = true
-      elseif from then
-        redis.call('LREM', from, -1, entry)
-        moved[#moved + 1] = entry
-        seen[id] = true
-      end
+      local where = move_up(entries[k], names[k], scan, into)
+      if where == 'moved' then moved[#moved + 1] = entries[k] end
+      if where then seen[id] = true end
     end
     if held[k] and held[k] ~= dues[k] then
       -- Only a NEWER due time supersedes: a head push read before the row was checked and
       -- dispatched again (short intervals) must not drop the live entry for a stale one.
       if head and tonumber(dues[k]) > tonumber(held[k]) then
-        redis.call('SADD', KEYS[8], id .. ':' .. held[k])
-        redis.call('PEXPIRE', KEYS[8], DROPPED_TTL_MS)
-        redis.call('HDEL', KEYS[7], id)  -- the new entry is the check asked for
+        redis.call('SADD', K.dropped, id .. ':' .. held[k])
+        redis.call('PEXPIRE', K.dropped, DROPPED_TTL_MS)
+        redis.call('HDEL', K.again, id)  -- the new entry is the check asked for
         admit = true  -- superseded
       else
-        redis.call('HSET', KEYS[7], id, 1)
-        redis.call('PEXPIRE', KEYS[7], 600000)  -- an id reclaimed instead of released: forgotten
+        redis.call('HSET', K.again, id, 1)
+        redis.call('PEXPIRE', K.again, 600000)  -- an id reclaimed instead of released: forgotten
       end
     end
     if admit and done[k] ~= dues[k] and done_before[k] ~= dues[k] and not seen[id] then
@@ -144,43 +116,24 @@ for start = 3, #ARGV, CHUNK do
   end
   if #moved > 0 then redis.call('LPUSH', into, unpack(moved)) end
   if #fresh > 0 then
-    redis.call('HSET', KEYS[2], unpack(pairs_))
+    redis.call('HSET', K.inflight, unpack(pairs_))
     if #fresh_names == 0 then
       redis.call(push, into, unpack(fresh))
     elseif head then
-      group_push_head(g, fresh, fresh_names)
+      group_push_head(G, fresh, fresh_names)
     else
-      -- One RPUSH per group of this chunk, its entries in their order; a group whose list was
-      -- empty joins the ring, the groups in the order of their first entry.
-      local by_group, order = {}, {}
-      for i, entry in ipairs(fresh) do
-        local name = fresh_names[i]
-        local mine = by_group[name]
-        if not mine then
-          mine = {}
-          by_group[name] = mine
-          order[#order + 1] = name
-        end
-        mine[#mine + 1] = entry
-      end
-      local joining = {}
-      for _, name in ipairs(order) do
-        local mine = by_group[name]
-        if redis.call('RPUSH', g.prefix .. name, unpack(mine)) == #mine then joining[#joining + 1] = name end
-      end
-      if #joining > 0 then redis.call('RPUSH', g.ring, unpack(joining)) end
-      redis.call('INCRBY', g.waiting, #fresh)
+      group_push_tail(fresh, fresh_names)
     end
     pushed = pushed + #fresh
     grouped = grouped + #fresh_names
   end
 end
-if pushed > 0 then redis.call('HINCRBY', KEYS[3], 'dispatched', pushed) end
+if pushed > 0 then redis.call('HINCRBY', K.stats, 'dispatched', pushed) end
 if grouped > 0 then
-  local tokens = math.min(grouped, math.max(redis.call('SCARD', KEYS[18]), 1)) - redis.call('LLEN', g.wake)
-  for _ = 1, tokens do redis.call('RPUSH', g.wake, '~') end
+  local tokens = math.min(grouped, math.max(redis.call('SCARD', K.workers), 1)) - redis.call('LLEN', G.wake)
+  for _ = 1, tokens do redis.call('RPUSH', G.wake, '~') end
 end
-if redis.call('EXISTS', g.waiting) == 1 then  -- a grouped workload: what waits in its groups
-  return {pushed, tonumber(redis.call('GET', g.waiting)) + redis.call('LLEN', KEYS[1]), lost}
+if redis.call('EXISTS', G.waiting) == 1 then  -- a grouped workload: what waits in its groups
+  return {pushed, tonumber(redis.call('GET', G.waiting)) + redis.call('LLEN', K.queue), lost}
 end
-return {pushed, redis.call('LLEN', ARGV[2] == 'priority' and KEYS[9] or KEYS[1]), lost}
+return {pushed, redis.call('LLEN', ARGV[2] == 'priority' and K.priority or K.queue), lost}
