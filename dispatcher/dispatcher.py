@@ -19,6 +19,7 @@ from recheck.shared.core.entries import MAX_DUE_MS, MIN_DUE_MS
 from recheck.shared.core.keys import KeyKind
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rows import Rows
+from recheck.shared.policies.lifecycle import lifecycle_of
 from recheck.shared.process.metrics import dispatcher_metrics
 from recheck.shared.redis.connection import REDIS_DOWN
 from recheck.shared.redis.store import Store
@@ -186,7 +187,7 @@ class Dispatcher:
         if guarding and (page.cursor[0] > self.guard_until or page.read < limit):  # past it, or caught up
             self.guard_until = None
             self.pusher.store.end_guard("dispatch")
-        if page.read < limit and workload.once:
+        if page.read < limit and lifecycle_of(workload).looks_back:
             self.look_back()
         if page.read == 0:
             return workload.deployment.poll_interval  # a stale depth is corrected by the next push

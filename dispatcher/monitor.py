@@ -12,6 +12,7 @@ from collections import deque
 from recheck.shared.config import Workload
 from recheck.shared.core.records import StatusFacts
 from recheck.shared.mysql.db import Database
+from recheck.shared.policies.lifecycle import lifecycle_of
 from recheck.shared.redis.store import Store
 from recheck.shared.views.status import Sampler
 
@@ -30,7 +31,7 @@ class Monitor:
         self._lock = threading.Lock()
         metrics.interval.set(workload.interval)  # until a sample has read the rows' own (interval column)
         metrics.failing_threshold.set(workload.failing_threshold)
-        metrics.one_shot.set(1 if workload.once else 0)
+        metrics.one_shot.set(1 if lifecycle_of(workload).one_shot else 0)
 
     def run_once(self) -> StatusFacts:
         facts = self.sampler.sample()

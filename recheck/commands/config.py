@@ -26,6 +26,7 @@ from recheck.shared.config import ENV_PREFIX, ConfigError, DeploymentFields, Set
 from recheck.shared.mysql.db import Database, DatabaseDown, server_of
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.mysql.schema import inspect_table, missing_table, require_distinct_tables
+from recheck.shared.policies.lifecycle import lifecycle_of
 from recheck.shared.redis.connection import REDIS_DOWN, connect_redis
 from recheck.shared.workloads import deployment_of, read_workloads, workloads_path
 from recheck.workers.checks import CheckLoadError, check_kind, describe_check, load_check
@@ -44,7 +45,7 @@ def value_of(workload: Workload, name: str):
     """A setting of a workload as the environment names it (its own, or its deployment's)."""
     if name == "workload":
         return workload.name
-    if name == "retry" and workload.once:  # the setting is not read: a failed job always backs off
+    if name == "retry" and lifecycle_of(workload).failure_backoff_only:  # the setting is not read
         return "backoff (one-shot: always)"
     return getattr(workload.deployment if name in DeploymentFields.model_fields else workload, name)
 

@@ -30,6 +30,7 @@ from recheck.shared.core.records import StatusFacts
 from recheck.shared.mysql.db import Database, DatabaseDown
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.mysql.schema import require_distinct_tables, require_table
+from recheck.shared.policies.lifecycle import lifecycle_of
 from recheck.shared.process.health import started_marker
 from recheck.shared.process.loop import deliver_signals
 from recheck.shared.redis.connection import REDIS_DOWN, connect_redis
@@ -250,7 +251,7 @@ class Runner:
         try:
             facts = gather(workload, db, store)
             age = self.stale_age_s(facts)
-            stale = 0 if workload.once else Rows(workload, db).count_stale(age)
+            stale = Rows(workload, db).count_stale(age) if lifecycle_of(workload).has_rhythm else 0
         except (DatabaseDown, *REDIS_DOWN) as error:
             self.out.write(f"{named}summary unavailable: {error}\n")
             return False
@@ -260,10 +261,10 @@ class Runner:
             f"{named}ran {elapsed:.0f} s: {counters.get('checked', 0):,} checks written, "
             f"{counters.get('failed', 0):,} failed, {counters.get('stale', 0):,} fenced out as stale",
             (
-                f"rows {facts.rows:,}; pending {facts.pending:,}; dead {facts.dead:,}"
-                if workload.once
-                else f"rows {facts.rows:,}; not attempted in the last {age:g} s: {stale:,}; "
+                f"rows {facts.rows:,}; not attempted in the last {age:g} s: {stale:,}; "
                 f"failing now: {facts.failing_rows:,}"
+                if lifecycle_of(workload).has_rhythm
+                else f"rows {facts.rows:,}; pending {facts.pending:,}; dead {facts.dead:,}"
             ),
             f"now: {verdict(facts)}",
             *([dead_line(facts)] if facts.dead else []),

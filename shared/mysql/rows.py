@@ -27,6 +27,7 @@ from recheck.shared.mysql.db import LOCKED_NOWAIT, Database, error_code
 from recheck.shared.mysql.rowtext import parse_row_text
 from recheck.shared.mysql.schema import Table, describe_table
 from recheck.shared.mysql.sql import Queries, interval_params
+from recheck.shared.policies.lifecycle import lifecycle_of
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +157,8 @@ class Rows:
             "max_attempts": s.max_attempts,
             **interval_params(s),
         }
-        schedule = self.queries.schedule_retry_once if s.once else self.queries.schedule_retry
+        backoff_only = lifecycle_of(s).failure_backoff_only
+        schedule = self.queries.schedule_retry_once if backoff_only else self.queries.schedule_retry
         return [(self.queries.record_failure, {"batch": batch_json(failures)}), (schedule, retry)]
 
     def read_before_write(self, refs: Sequence[Row]) -> Statement:

@@ -15,6 +15,7 @@ from recheck.shared.config import Workload
 from recheck.shared.core.keys import INT_KEYS, KeyKind
 from recheck.shared.core.rowstates import SQL_LITERALS
 from recheck.shared.mysql.rowtext import AS_IS, HEX, TEXT, RowText
+from recheck.shared.policies.lifecycle import lifecycle_of
 
 _NAME_LINE = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
@@ -106,7 +107,7 @@ def due_expressions(workload: Workload) -> dict[str, str]:
         if workload.interval_column:  # else the worker sends each success's jittered interval
             after_success = jittered_us(after_success, seed)  # (writeback.NextDue): cheaper there
     backoff = "LEAST(%(retry_max_ms)s, %(retry_base_ms)s << LEAST(GREATEST(t.{fails}, 1) - 1, 40)) * 1000"
-    if workload.once:  # a job has no rhythm to keep: backoff alone
+    if lifecycle_of(workload).failure_backoff_only:  # a job has no rhythm to keep: backoff alone
         after_failure = backoff
     elif workload.retry == "backoff":
         after_failure = f"LEAST({backoff}, {after_failure})"
@@ -231,7 +232,7 @@ class Queries:
         quoted["due_default"] = due_default(workload)
         quoted.update(SQL_LITERALS)  # the parked states' due times (shared/core/rowstates.py)
         # A one-shot workload's done rows have no due time.
-        quoted["due_null"] = "NULL" if workload.once else "NOT NULL"
+        quoted["due_null"] = "NULL" if lifecycle_of(workload).done_is_null else "NOT NULL"
         # The operator's own SQL condition naming a queue table's pending rows (init-db): a literal
         # % must reach MySQL as one.
         quoted["pending"] = workload.pending.replace("%", "%%") or "TRUE"

@@ -42,6 +42,7 @@ from recheck.shared.mysql.db import (
 )
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.mysql.sql import JITTER_RUNS, JITTER_SHIFT, jitter_share
+from recheck.shared.policies.lifecycle import lifecycle_of
 from recheck.workers.checks import Outcome
 
 log = logging.getLogger(__name__)
@@ -162,7 +163,7 @@ class WriteBack:
             # No interval of its own: a row's interval column, or a one-shot workload (a success is
             # done; only a Recheck(after=) reschedules it).
             interval_us=None
-            if workload.interval_column or workload.once
+            if workload.interval_column or lifecycle_of(workload).success_done
             else round(workload.interval * 1_000_000),
             jitter=workload.jitter,
         )
@@ -306,7 +307,7 @@ class WritePlan:
     def __init__(self, rows: Rows, successes: list[tuple], failures: list[tuple], shown: list[str] | None):
         self.rows, self.successes, self.failures, self.shown = rows, successes, failures, shown
         rescheduled, done = successes, []
-        if rows.workload.once:  # a success is done, unless its check said when to run it again
+        if lifecycle_of(rows.workload).success_done:  # unless its check said when to run it again
             rescheduled = [row for row in successes if len(row) > 3]
             done = [row for row in successes if len(row) <= 3]
         self.success_writes = [rows.write_success(rescheduled)] if rescheduled else []

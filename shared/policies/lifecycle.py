@@ -1,0 +1,64 @@
+"""A row's lifecycle: recurring (checked again every interval) or one-shot (a job or outbox row,
+handled once: done, or dead after max_attempts failures; docs/queue-tables.md).
+
+Each decision the lifecycle makes for the rest of recheck is one named field, so the SQL, the
+dispatcher, the write-back and the views ask it instead of testing `workload.once`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from recheck.shared.config import Workload
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    name: str  # as logs and docs say it
+    one_shot: bool  # for what is reported as such (the recheck_one_shot metric)
+    # A done row's due time is NULL: the due column is nullable and the due index skips done rows
+    # (a recurring row is never done: its due column is NOT NULL).
+    done_is_null: bool
+    # A success is done, unless its check asked for a later run (Recheck(after=)); else it is due
+    # again one interval (the row's own, or the workload's) after it was checked.
+    success_done: bool
+    # A failure waits its backoff alone (retry_base * 2^(failures - 1), at most retry_max) and is
+    # dead after max_attempts; else it is due again at its interval (or sooner: retry = "backoff"),
+    # never dead. The `retry` setting is read only when this is False.
+    failure_backoff_only: bool
+    # A dispatcher that has caught up looks back over the sweep's grace for rows committed late
+    # (a producer's transaction that began before the page was read and inserted due rows behind
+    # the cursor); recurring rows are found by the sweep at their next due time.
+    looks_back: bool
+    # Freshness (rows not attempted within an interval) is what the summary judges; a one-shot
+    # workload reports its pending and dead rows instead.
+    has_rhythm: bool
+
+    def rhythm(self, interval_s: float) -> str:
+        """How a start line says the rows' rhythm."""
+        return f"interval {interval_s:g}s" if self.has_rhythm else "one-shot rows"
+
+
+RECURRING = Lifecycle(
+    name="recurring",
+    one_shot=False,
+    done_is_null=False,
+    success_done=False,
+    failure_backoff_only=False,
+    looks_back=False,
+    has_rhythm=True,
+)
+ONE_SHOT = Lifecycle(
+    name="one-shot",
+    one_shot=True,
+    done_is_null=True,
+    success_done=True,
+    failure_backoff_only=True,
+    looks_back=True,
+    has_rhythm=False,
+)
+
+
+def lifecycle_of(workload: Workload) -> Lifecycle:
+    """The workload's lifecycle, as its settings chose it (`once`)."""
+    return ONE_SHOT if workload.once else RECURRING

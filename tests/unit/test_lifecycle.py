@@ -1,0 +1,17 @@
+"""The lifecycle policy: which one a workload's settings choose, and what each decides."""
+
+from recheck.shared.config import Settings
+from recheck.shared.policies.lifecycle import ONE_SHOT, RECURRING, lifecycle_of
+
+
+def test_once_chooses_the_one_shot_lifecycle_and_nothing_else_does():
+    assert lifecycle_of(Settings(_env_file=None).default_workload()) is RECURRING
+    assert lifecycle_of(Settings(_env_file=None, once=True).default_workload()) is ONE_SHOT
+
+
+def test_each_lifecycle_decides_every_question_its_own_way():
+    decisions = ("done_is_null", "success_done", "failure_backoff_only", "looks_back", "has_rhythm")
+    for name in decisions:  # no question both answer alike: else it is not the lifecycle's to decide
+        assert getattr(RECURRING, name) != getattr(ONE_SHOT, name), name
+    assert RECURRING.rhythm(2.5) == "interval 2.5s"
+    assert ONE_SHOT.rhythm(2.5) == "one-shot rows"
