@@ -20,6 +20,7 @@ from recheck.shared.core.keys import KeyKind
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.policies.lifecycle import lifecycle_of
+from recheck.shared.policies.ordering import ordering_of
 from recheck.shared.process.metrics import dispatcher_metrics
 from recheck.shared.redis.connection import REDIS_DOWN
 from recheck.shared.redis.store import Store
@@ -54,6 +55,7 @@ class DuePusher:
         self.priority = priority
         self.metrics = dispatcher_metrics(workload.name)
         self.workload = workload
+        self.ordering = ordering_of(workload)
         self.rows = Rows(workload, db)
         self.store = store
 
@@ -84,8 +86,7 @@ class DuePusher:
         if pushed:
             self.metrics.dispatched.inc(pushed)
             self.metrics.last_dispatch.set(time.time())
-        last_entry = entries[-1].rsplit(b":", 1)[0] if self.workload.group_column else entries[-1]
-        last = keys.parse([last_entry])[0][0]  # a grouped entry ends with its group: not the key's
+        last = keys.parse([self.ordering.queued(entries[-1])])[0][0]
         return Page(len(entries), pushed, depth, (last.due_ms, last.id), lost)
 
     def depth(self) -> int:
@@ -150,12 +151,13 @@ class Dispatcher:
     def passes(cls, workload: Workload, db: Database, store: Store, owner: str) -> list[Dispatcher]:
         """The workload's dispatch passes, each with its own cursor: the priority rows' first
         when it has a priority column (docs/priorities.md), then the others'."""
-        if not workload.priority_column:
-            return [cls(workload, DuePusher(workload, db, store, owner))]
-        first = cls(workload, DuePusher(workload, db, store, owner, priority=True))
-        rest = cls(workload, DuePusher(workload, db, store, owner))
-        first.partners, rest.partners = [rest], [first]
-        return [first, rest]
+        passes = [
+            cls(workload, DuePusher(workload, db, store, owner, priority=p))
+            for p in ordering_of(workload).passes
+        ]
+        for one in passes:
+            one.partners = [other for other in passes if other is not one]
+        return passes
 
     def rewind(self) -> None:
         """Start again from the oldest due row; dedup and the guard make rereading harmless."""

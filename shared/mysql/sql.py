@@ -16,6 +16,7 @@ from recheck.shared.core.keys import INT_KEYS, KeyKind
 from recheck.shared.core.rowstates import SQL_LITERALS
 from recheck.shared.mysql.rowtext import AS_IS, HEX, TEXT, RowText
 from recheck.shared.policies.lifecycle import lifecycle_of
+from recheck.shared.policies.ordering import ordering_of
 
 _NAME_LINE = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
@@ -139,9 +140,10 @@ def class_filter(workload: Workload, priority: bool) -> str:
     """The due page's condition on a row's class (docs/priorities.md): each row is read by one
     pass only, the priority pass's (priority column = 1) or the rest's (any other value, NULL
     included); nothing without a priority column."""
-    if not workload.priority_column:
+    column_name = ordering_of(workload).priority_by
+    if not column_name:
         return ""
-    column = quote(workload.priority_column)
+    column = quote(column_name)
     return f"AND {column} = 1" if priority else f"AND NOT ({column} <=> 1)"
 
 
@@ -149,7 +151,7 @@ def group_out(workload: Workload) -> str:
     """What ends a queue entry of a grouped workload (queries.sql `{group_out}`): ":" and the row's
     group column in hex (its bytes, whatever the type: the number 42 is "3432"), "NULL" for NULL
     (never hex); nothing without a group column."""
-    if not workload.group_column:
+    if not ordering_of(workload).group_by:
         return ""
     return f", ':', {group_hex(workload)}"
 
@@ -157,9 +159,10 @@ def group_out(workload: Workload) -> str:
 def group_hex(workload: Workload) -> str:
     """A row's group as the group lists name it (the hex of its bytes, "NULL" for NULL); NULL
     without a group column."""
-    if not workload.group_column:
+    column = ordering_of(workload).group_by
+    if not column:
         return "NULL"
-    return f"COALESCE(HEX(CAST({quote(workload.group_column)} AS BINARY)), 'NULL')"
+    return f"COALESCE(HEX(CAST({quote(column)} AS BINARY)), 'NULL')"
 
 
 def check_text(row_text: RowText | None) -> str:

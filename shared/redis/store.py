@@ -41,6 +41,7 @@ from recheck.shared.core.entries import make_entry_text
 from recheck.shared.core.limits import NO_LIMIT, GroupLimit, PartLimit, partition_limits
 from recheck.shared.core.partitions import partition_of, rotation, split_by_partition
 from recheck.shared.core.records import DispatcherBeat, WorkerBeat
+from recheck.shared.policies.ordering import ordering_of
 from recheck.shared.redis.connection import RedisClient
 from recheck.shared.redis.keys import Keys
 from recheck.shared.redis.scripts import script_source
@@ -125,12 +126,14 @@ def open_store(client: RedisClient, workload: Workload, clock: Callable[[], int]
     """The store of a workload, over its partitions (one when it is not partitioned), keeping
     its rate_limit and max_in_flight; clock: a test's, in microseconds (Store)."""
     limits = partition_limits(workload.rate_limit, workload.max_in_flight, workload.partitions)
-    share = workload.priority_share if workload.priority_column else None
-    groups = (
-        GroupLimit(workload.group_rate_limit, workload.group_max_in_flight) if workload.group_column else None
-    )
+    ordering = ordering_of(workload)
     return Store(
-        client, Keys.every_partition(workload), limits, priority_share=share, groups=groups, clock=clock
+        client,
+        Keys.every_partition(workload),
+        limits,
+        priority_share=ordering.rest_share,
+        groups=ordering.group_limit,
+        clock=clock,
     )
 
 

@@ -1,0 +1,51 @@
+"""The order rows are taken in: first in, first out (by due time); priority (rows whose priority
+column is 1 first, docs/priorities.md); or groups (each group of the group column in turn, within
+its own limits, docs/groups.md). Groups and priority do not combine yet (config.py says so).
+
+Each decision the ordering makes for the rest of recheck is one named field or method, so the
+SQL, the dispatcher and the store ask it instead of testing `workload.priority_column` or
+`workload.group_column`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from recheck.shared.config import Workload
+from recheck.shared.core.limits import GroupLimit
+
+
+@dataclass(frozen=True)
+class Ordering:
+    name: str  # "fifo", "priority" or "groups"
+    # The column whose value 1 makes a row a priority row ("" unless priority): the dispatcher
+    # reads such rows in a pass of their own, into a list taken before the rest's.
+    priority_by: str = ""
+    # While both lists wait, this share of each take comes from the rest's all the same; None:
+    # no priority list (a take still drains one an older configuration left).
+    rest_share: float | None = None
+    # The column whose value names a row's group ("" unless groups): a queue entry carries the
+    # group, and the row waits in its group's list.
+    group_by: str = ""
+    group_limit: GroupLimit | None = None  # each group's rate and room (groups only)
+
+    @property
+    def passes(self) -> tuple[bool, ...]:
+        """The dispatch passes over the due index, each with its cursor: True for the priority
+        rows' pass, which comes first."""
+        return (True, False) if self.priority_by else (False,)
+
+    def queued(self, entry: bytes) -> bytes:
+        """A pushed entry as the queue holds it: a grouped workload's ends with ":" and its group
+        in hex (never part of the key or the due time), which the queue does not keep."""
+        return entry.rsplit(b":", 1)[0] if self.group_by else entry
+
+
+def ordering_of(workload: Workload) -> Ordering:
+    """The workload's ordering, as its settings chose it."""
+    if workload.group_column:
+        limit = GroupLimit(workload.group_rate_limit, workload.group_max_in_flight)
+        return Ordering("groups", group_by=workload.group_column, group_limit=limit)
+    if workload.priority_column:
+        return Ordering("priority", priority_by=workload.priority_column, rest_share=workload.priority_share)
+    return Ordering("fifo")
