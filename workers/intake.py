@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from recheck.shared.core.entries import Item
 from recheck.shared.core.failures import Breaker
@@ -43,9 +43,16 @@ class Intake:
         self.limiting_group = ""  # a grouped workload: the last group whose own limits held us back
         self._by_group = False  # the last take was held back by a group's limits
 
-    def take(self, limit: int, in_hand: Callable[[], set[bytes]] = set, running: int = 0) -> list[bytes]:
+    def take(
+        self,
+        limit: int,
+        in_hand: Callable[[], set[bytes]] = set,
+        running: int = 0,
+        ended: Sequence[bytes] = (),
+    ) -> list[bytes]:
         """Up to `limit` entries, now held in our processing set (0: only what a wait delivered),
-        within the workload's rate_limit and max_in_flight (running: the checks we run now).
+        within the workload's rate_limit and max_in_flight (running: the checks we run now;
+        ended: held entries whose checks ended, their groups' room given back first).
 
         in_hand: the entries the caller is still working on, asked only when a lost reply
         means the processing set must be read back."""
@@ -59,7 +66,7 @@ class Intake:
             if cap is not None:
                 limit = min(limit, cap)
         try:
-            taken = self.store.take(self.worker_id, limit, running)
+            taken = self.store.take(self.worker_id, limit, running, ended)
             entries, self.limited = taken.entries, taken.limited
             if taken.group:
                 self.limiting_group, self._by_group = taken.group, True

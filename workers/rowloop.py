@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 
 from recheck.shared.core.entries import Item
+from recheck.shared.policies.ordering import ordering_of
 from recheck.workers.checks import Outcome, describe_error, outcome_of
 from recheck.workers.intake import split
 from recheck.workers.loopbase import HUNG_CHECKS_LIMIT, IDLE_PROBE_EVERY, CheckLoop
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 FLUSH_SECONDS = 0.05
 FLUSH_ROWS = 500
 EMPTY_QUEUE_PAUSE = 0.02  # while checks run and the queue is empty, ask again after this
+ENDED_PER_TAKE = 1000  # ended entries a take gives their group's room back for (pop.lua's most)
 
 
 class RowLoop(CheckLoop):
@@ -54,6 +56,11 @@ class RowLoop(CheckLoop):
         self.flushing_items: list[Item] = []
         self.hung = 0  # plain checks past their timeout whose threads are still running
         self.next_touch = 0.0  # when an idle loop next makes sure MySQL takes its writes
+        # group_max_in_flight counts calls: entries whose checks ended give their group's room
+        # back at our next take, not at their ack after the write-back (pop.lua ARGV[14..]).
+        limit = ordering_of(workload).group_limit
+        self.frees_group_room = limit is not None and limit.in_flight > 0
+        self.ended: list[bytes] = []
 
     def entries_in_hand(self) -> set[bytes]:
         held = {item.entry for item in self.pending.values()} | {item.entry for item, _ in self.finished}
@@ -142,11 +149,13 @@ class RowLoop(CheckLoop):
                 # Running: our checks in progress, and abandoned ones whose threads still call
                 # the provider (max_in_flight counts them until they end).
                 running = len(self.pending) + self.hung
-                take = functools.partial(intake.take, limit, self.entries_in_hand, running)
+                ended = self.ended[:ENDED_PER_TAKE]
+                take = functools.partial(intake.take, limit, self.entries_in_hand, running, ended)
                 ok, taken = life.attempt(take)
                 if not ok:
                     await asyncio.sleep(taken)  # the backoff delay
                     continue
+                del self.ended[: len(ended)]
                 held_back = intake.limit_wait() if not taken else 0.0
                 if held_back:  # ids are queued, but the limits say wait: checks go on meanwhile
                     self.next_take = time.monotonic() + held_back
@@ -220,6 +229,8 @@ class RowLoop(CheckLoop):
             item = self.pending.pop(task, None)
             if item is not None and not task.cancelled():
                 self.finished.append((item, task.result()))
+                if self.frees_group_room:
+                    self.ended.append(item.entry)
 
     def flush(self, batch: list[tuple[Item, Outcome]], gone: Sequence[bytes] = ()) -> None:
         """Write back and acknowledge finished rows (runs in a thread, one batch at a time)."""

@@ -310,7 +310,15 @@ class Store:
             self._lease(keys, owner, 0, "release")
 
     # -- a worker's entries (pop.lua, ack.lua) ----------------------------------------------
-    def _take_part(self, index: int, worker: str, limit: int, groups: bool = True, running: int = 0) -> Taken:
+    def _take_part(
+        self,
+        index: int,
+        worker: str,
+        limit: int,
+        groups: bool = True,
+        running: int = 0,
+        ended: Sequence[bytes] = (),
+    ) -> Taken:
         k = self.partitions[index]
         suspect, entries, waiting, wait_ms, group = self._run(
             "pop",
@@ -340,6 +348,7 @@ class Store:
                 self.priority_share,
                 *(["1", *self.groups.args()] if self.groups is not None else ["", 0, 1, 0]),
                 "" if self.clock is None else str(self.clock()),
+                *ended,
             ],
         )
         wait_ms = int(wait_ms)
@@ -360,15 +369,17 @@ class Store:
                 return self._groups_at.pop()
             return next(self._next) % self.count
 
-    def take(self, worker: str, limit: int, running: int = 0) -> Taken:
+    def take(self, worker: str, limit: int, running: int = 0, ended: Sequence[bytes] = ()) -> Taken:
         """Up to `limit` entries (a reclaimed group, alone, first) into the worker's processing
         set, from the partitions in turn, filled from the next ones when the first has too few
         (each partition's queue holds about 1/K of the high water, so one partition alone would
         keep takes, and write-backs, small). limit 0 only moves what blocking waits delivered.
         running: checks the worker is running now (max_in_flight counts them). Within the
-        workload's limits; `limited` says how long to wait when they held the take back."""
+        workload's limits; `limited` says how long to wait when they held the take back.
+        ended: held entries whose checks ended (a grouped workload, one partition): their groups'
+        room is given back first (pop.lua), at most a take's worth (1,000) a call."""
         if self.count == 1:
-            return self._take_part(0, worker, limit, running=running)
+            return self._take_part(0, worker, limit, running=running, ended=ended)
         if limit == 0:
             moved = [self._take_part(i, worker, 0, running=running).entries for i in range(self.count)]
             return Taken(False, [e for part in moved for e in part])

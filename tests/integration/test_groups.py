@@ -172,6 +172,38 @@ def test_on_a_redis_cluster_the_scripts_keep_each_groups_limits(make_settings, t
         cluster.kill()
 
 
+def test_a_checks_end_gives_its_groups_room_back_at_the_next_take_and_its_ack_gives_nothing_twice(
+    make_settings,
+):
+    """group_max_in_flight counts calls (issue 47, item 2): a per-row worker names the held
+    entries whose checks ended at its next take; their room goes back then, not after their
+    write-back, and only while the worker still holds them."""
+    store, _ = acme_store(make_settings, 10, group_max_in_flight=2)
+    acme = b"acme".hex().upper()
+    held = store.take("w1", 10).entries
+    assert len(held) == 2 and store.take("w2", 10).entries == []  # acme is full
+    # w1's first check ended, its write-back not done yet: its room goes to w1's next take.
+    more = store.take("w1", 10, running=1, ended=[held[0]]).entries
+    assert len(more) == 1 and int(store.client.hget(store.keys.groups_running, acme)) == 2
+    store.acknowledge("w1", [held[0]], [], Counts(checked=1), whole=False)  # the write-back, later
+    assert int(store.client.hget(store.keys.groups_running, acme)) == 2  # nothing given twice
+    assert store.take("w2", 10).entries == []
+    # Entries the worker no longer holds (reclaimed from it meanwhile) give nothing back.
+    store.client.srem(store.keys.processing("w1"), held[1])
+    assert store.take("w1", 10, running=1, ended=[held[1]]).entries == []
+    assert int(store.client.hget(store.keys.groups_running, acme)) == 2
+    # The group was full: the room an ended check gives back wakes an idle worker.
+    store.client.delete(store.keys.wake)
+    assert len(store.take("w3", 10, running=0, ended=[]).entries) == 0
+    store.client.sadd(store.keys.processing("w1"), held[1])
+    assert len(store.take("w1", 0, ended=[more[0]]).entries) == 0  # limit 0: only the room moves
+    assert store.client.llen(store.keys.wake) == 1
+    # A write-back given back after its slot was (a stuck one): to the head of its group's list.
+    store.acknowledge("w1", [], [more[0]], Counts(), whole=False)
+    assert store.client.lindex(store.keys.group_list(acme.encode()), 0) == more[0]
+    assert store.take("w2", 10).entries == [more[0]]
+
+
 def test_a_dead_workers_entries_keep_their_groups_room_until_their_next_holder_acks(make_settings):
     store, _ = acme_store(make_settings, 3, group_max_in_flight=1)
     held = store.take("dead", 5).entries
@@ -369,3 +401,33 @@ def test_one_big_group_neither_exceeds_its_rate_nor_delays_two_hundred_small_one
           f"gap between a small row's checks {widest:.2f} s; the big group {big_rate:.2f}/s, at most "
           f"{worst} calls of one group in a second; calls per small group {dict(counts)}")  # fmt: skip
     assert "limited by group big" in status, status
+
+
+@pytest.mark.serial
+def test_a_groups_in_flight_limit_counts_calls_and_its_slots_serve_the_next_calls(
+    make_settings, procs, redis_server
+):
+    """Issue 47, item 2: 3 workers of per-row checks of 0.2 s, one group of 3,000 due rows,
+    group_max_in_flight 20: never more than 20 calls at once, counted by the check itself, and the
+    slots used: a slot goes to the next call when a check ends, not when its write-back is done
+    (about 0.05 s later: a group then got 20 / 0.25 s, 80/s, at most)."""
+    settings = grouped(
+        make_settings, {"group_max_in_flight": 20}, interval=3600, concurrency=50, check_kind="row"
+    )
+    seed_rows(settings, 3000, due_now=True)
+    run_sql(settings, f"UPDATE {settings.table} SET tenant = 'acme'")
+    env = {"RECHECK_CHECK": "tests.support.checks:counted_row", "TEST_CHECK_SLEEP": "0.2",
+           "TEST_REDIS_URL": redis_server.url()}  # fmt: skip
+    counter = redis_server.client()
+    procs.start("dispatcher", settings)
+    for _ in range(3):
+        procs.start("worker", settings, env=env)
+    wait_for(lambda: int(counter.get("test:done") or 0) >= 50, 20, "the first checks")
+    begin, done = time.monotonic(), int(counter.get("test:done"))
+    time.sleep(8)
+    rate = (int(counter.get("test:done")) - done) / (time.monotonic() - begin)
+    print(
+        f"group_max_in_flight 20: most at once {int(counter.get('test:most'))}, {rate:.1f} checks/s of 0.2 s"
+    )
+    assert int(counter.get("test:most")) <= 20
+    assert rate >= 0.85 * 20 / 0.2, rate

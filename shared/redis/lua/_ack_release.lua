@@ -69,7 +69,9 @@ local function give_back(held, first_back)
   if redis.call('EXISTS', G.of) == 1 then  -- entries taken from groups: no per-entry work otherwise
     if #back > 0 then
       for _, reply in ipairs(chunked('HMGET', G.of, back)) do
-        for _, name in ipairs(reply) do groups_of[#groups_of + 1] = name end
+        for _, name in ipairs(reply) do  -- (a '~' marks room given back as its check ended)
+          groups_of[#groups_of + 1] = name and (sub(name, 1, 1) == '~' and sub(name, 2) or name)
+        end
       end
     end
     local leaving = {}

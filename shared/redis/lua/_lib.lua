@@ -51,7 +51,7 @@ end
 --   sleeping ZSET  groups held back by their rate -> ms when their next token is due
 --   full     SET   groups held back by group_max_in_flight: an ack giving room moves them back
 --   running  HASH  group -> checks running (only with group_max_in_flight)
---   of       HASH  entry -> group, for every entry a take gave a worker from a group
+--   of       HASH  entry -> group of each entry a take gave a worker (~group: its room given back)
 --   waiting  STRING entries waiting in all the group lists (the dispatcher's backpressure)
 --   wake     LIST  "~" tokens: idle workers of a grouped workload block on it, not the queue
 -- Invariant: a group's list is non-empty exactly while the group is in one of ring, sleeping,
@@ -78,16 +78,23 @@ end
 -- Entries leave a worker (acknowledged, given back, quarantined, released as orphans): each
 -- gives its group's room back (group_max_in_flight), and a group held back at that limit rejoins
 -- the ring. Entries a group did not give (none of a workload without groups) are skipped.
-local function group_release(g, entries)
+-- ended (pop.lua): checks over, entries still held: room back now, g.of keeps '~'..group (an
+-- ack then only forgets it; a give-back still finds the group's list).
+local function group_release(g, entries, ended)
   if #entries == 0 or redis.call('EXISTS', g.of) == 0 then return end
   local counts, names = {}, {}
   for start = 1, #entries, CHUNK do
     local part = {unpack(entries, start, math.min(start + CHUNK - 1, #entries))}
     local found = redis.call('HMGET', g.of, unpack(part))
-    local gone = {}
+    local gone, marked = {}, {}
     for k, name in ipairs(found) do
-      if name then
-        gone[#gone + 1] = part[k]
+      local counted = name and sub(name, 1, 1) ~= '~'
+      if name and not ended then gone[#gone + 1] = part[k] end
+      if counted and ended then
+        marked[#marked + 1] = part[k]
+        marked[#marked + 1] = '~' .. name
+      end
+      if counted then
         if not counts[name] then
           counts[name] = 0
           names[#names + 1] = name
@@ -96,6 +103,7 @@ local function group_release(g, entries)
       end
     end
     if #gone > 0 then redis.call('HDEL', g.of, unpack(gone)) end
+    if #marked > 0 then redis.call('HSET', g.of, unpack(marked)) end
   end
   if #names == 0 or redis.call('EXISTS', g.running) == 0 then return end  -- no group_max_in_flight
   local still, idle, at = {}, {}, 0

@@ -33,6 +33,10 @@
 -- ARGV[10] group_rate_limit (0: none), ARGV[11] a group's burst, ARGV[12] group_max_in_flight
 -- ARGV[13] now in microseconds, set by a test's clock; '' (always, in production): the Redis
 --          clock, read with TIME, the one clock every worker's host shares for the limits' state
+-- ARGV[14..] entries this worker holds whose checks have ended since its last take (per-row
+--          checks of a grouped workload): their groups' room is given back now, not at their
+--          ack after the write-back (group_max_in_flight counts calls); entries it no longer
+--          holds (reclaimed meanwhile) give nothing back, and their ack gives nothing twice
 -- Returns  {suspect (1 if this is a reclaimed group), {entries...}, groups still waiting,
 --          wait: 0 if the limits did not stop this take, else milliseconds until tokens are
 --          due (the rate limit or a group's), or -1 (max_in_flight or a group's: wait until
@@ -59,6 +63,15 @@ local A = {limit = tonumber(ARGV[1]), no_group = ARGV[2] == '1', rate = tonumber
 -- #include _take_drops
 -- #include _group_rounds
 -- #include _take_groups
+
+if #ARGV >= 14 then
+  local ended = {unpack(ARGV, 14, math.min(#ARGV, 13 + CHUNK))}  -- at most a take's worth
+  local flags, mine = redis.call('SMISMEMBER', K.processing, unpack(ended)), {}
+  for i, flag in ipairs(flags) do
+    if flag == 1 then mine[#mine + 1] = ended[i] end
+  end
+  group_release(G, mine, true)
+end
 
 local taken = redis.call('LRANGE', K.landing, 0, -1)
 if #taken > 0 then redis.call('DEL', K.landing) end
