@@ -41,6 +41,7 @@ from recheck.shared.mysql.schema import (
     table_comment,
 )
 from recheck.shared.mysql.sql import quote
+from recheck.shared.policies.lifecycle import lifecycle_of
 
 DEMO_TABLE = WorkloadFields.model_fields["table"].default  # the one table init-db creates unasked
 
@@ -219,7 +220,9 @@ def create_app_user(workload: Workload, say) -> None:
 def run(settings: Settings, args: argparse.Namespace) -> int:
     codes = []
     for workload in workloads_of(settings, args):
-        progress = ProgressLine("marking rows due or done:" if workload.once else "spreading due times:")
+        progress = ProgressLine(
+            "marking rows due or done:" if lifecycle_of(workload).adopts_rows else "spreading due times:"
+        )
         code = init_db(workload, args.apply, print, create=args.create, adopt=args.adopt, progress=progress)
         if code == 0 and workload.deployment.app_user:
             create_app_user(workload, print)

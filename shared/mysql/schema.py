@@ -18,6 +18,8 @@ from recheck.shared.errors import RecheckError
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rowtext import RowText, plan_row_text
 from recheck.shared.mysql.sql import JSON_TEXT_LIMIT, LONG_TEXT_LIMIT, Queries, due_default, feed_owner, quote
+from recheck.shared.policies.lifecycle import lifecycle_of
+from recheck.shared.policies.ordering import ordering_of
 
 INTEGER_TYPES = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"}
 TEXT_KEY_TYPES = {"char", "varchar"}
@@ -153,7 +155,7 @@ def column_definitions(workload: Workload, adopting: bool = False) -> dict[str, 
     """What init-db adds for each column recheck writes, if the table lacks it. adopting: to a
     one-shot workload's existing table, whose rows are neither due nor done until init-db has
     sorted them by `pending` (ADOPTING_DUE)."""
-    nullable = "NULL" if workload.once else "NOT NULL"  # one-shot workloads: NULL, a done row's due time
+    nullable = "NULL" if lifecycle_of(workload).done_is_null else "NOT NULL"  # NULL: a done row's due time
     # Existing rows become due at once; rows the application inserts later too, whatever the
     # inserting session's time zone (due_default()). Adopted job tables: see ADOPTING_DUE.
     default = f"'{ADOPTING_DUE}'" if adopting else due_default(workload)
@@ -232,18 +234,19 @@ def inspect_table(workload: Workload, db: Database, adopt: tuple[str, ...] = ())
     plan.fatal += typed_column_problems(
         columns, "interval", workload.interval_column, NUMBER_TYPES, "it must hold seconds as a number"
     )
+    ordering, lifecycle = ordering_of(workload), lifecycle_of(workload)
     plan.fatal += typed_column_problems(
-        columns, "priority", workload.priority_column, INTEGER_TYPES,
+        columns, "priority", ordering.priority_by, INTEGER_TYPES,
         "it must be an integer (1 marks a priority row), e.g. BOOLEAN",
     )  # fmt: skip
     plan.fatal += typed_column_problems(
-        columns, "group", workload.group_column, GROUP_TYPES,
+        columns, "group", ordering.group_by, GROUP_TYPES,
         "it must name a group: an integer or a short string (CHAR, VARCHAR, BINARY, ENUM)",
     )  # fmt: skip
     due = columns.get(due_column)
     if due is not None:
         plan.fatal += due_column_problems(workload, due)
-        if workload.once and ADOPTING_DUE in (due.default or ""):  # added, never sorted
+        if lifecycle.adopts_rows and ADOPTING_DUE in (due.default or ""):  # added, never sorted
             plan.adopting = True
             plan.changes.append(adoption_default(workload))
         elif follows_session_zone(due) and due_default(workload) != "CURRENT_TIMESTAMP(3)":
@@ -252,9 +255,9 @@ def inspect_table(workload: Workload, db: Database, adopt: tuple[str, ...] = ())
             )
     for column in column_definitions(workload):
         if column.lower() not in columns:
-            plan.changes.append(added_column(workload, column, adopting=workload.once))
+            plan.changes.append(added_column(workload, column, adopting=lifecycle.adopts_rows))
             plan.adds_due = plan.adds_due or column == workload.due_column
-    plan.adopting = plan.adopting or (workload.once and plan.adds_due)
+    plan.adopting = plan.adopting or (lifecycle.adopts_rows and plan.adds_due)
 
     indexes: dict[str, tuple[bool, list[str]]] = {}
     for index_name, non_unique, _, column_name in db.query(queries.table_indexes, {"table": workload.table}):
@@ -276,16 +279,16 @@ def inspect_table(workload: Workload, db: Database, adopt: tuple[str, ...] = ())
         names[:2] == [due_column, id_column] or (names == [due_column] and primary == [id_column])
         for _, names in indexes.values()
     )
-    if has_due_index and due is not None and workload.once and not plan.adopting:
+    if has_due_index and due is not None and lifecycle.adopts_rows and not plan.adopting:
         # The default was set, but rows are still parked (an adoption cut short after that).
         plan.adopting = db.scalar(queries.adopting_any) is not None
     if not has_due_index:
         plan.changes.append(
             f"ADD KEY `recheck_due` ({quote(workload.due_column)}, {quote(workload.id_column)})"
         )
-    if workload.priority_column and not has_priority_index(workload, indexes, primary):
+    if ordering.priority_by and not has_priority_index(workload, indexes, primary):
         plan.changes.append(
-            f"ADD KEY `recheck_priority` ({quote(workload.priority_column)}, "
+            f"ADD KEY `recheck_priority` ({quote(ordering.priority_by)}, "
             f"{quote(workload.due_column)}, {quote(workload.id_column)})"
         )
     return plan
@@ -297,7 +300,7 @@ def has_priority_index(
     """An index the priority pass walks in (due, id) order among the rows whose priority column
     is 1: (priority, due, id), or (priority, due) with id the primary key (InnoDB appends it)."""
     priority, due, id_column = (
-        workload.priority_column.lower(), workload.due_column.lower(), workload.id_column.lower()
+        ordering_of(workload).priority_by.lower(), workload.due_column.lower(), workload.id_column.lower()
     )  # fmt: skip
     return any(
         names[:3] == [priority, due, id_column] or (names == [priority, due] and primary == [id_column])
@@ -335,11 +338,12 @@ def due_column_problems(workload: Workload, due: Column) -> list[str]:
             f"due column {workload.due_column!r} is {due.column_type.upper()}: recheck fences write-backs "
             f"on millisecond due times, so a row with a finer due time would never be written{fix}"
         )
-    if due.nullable and not workload.once:
+    done_is_null = lifecycle_of(workload).done_is_null
+    if due.nullable and not done_is_null:
         problems.append(
             f"due column {workload.due_column!r} allows NULL: a row with a NULL due time is never due{fix}"
         )
-    if workload.once and not due.nullable:
+    if done_is_null and not due.nullable:
         problems.append(
             f"due column {workload.due_column!r} is NOT NULL, but a one-shot workload (once = true) "
             f"marks a done row by clearing it{fix}"

@@ -33,6 +33,9 @@ class Lifecycle:
     # Freshness (rows not attempted within an interval) is what the summary judges; a one-shot
     # workload reports its pending and dead rows instead.
     has_rhythm: bool
+    # init-db adopting an existing table sorts its rows into due and done by the workload's
+    # `pending` condition (parked at ADOPTING_DUE until then); a recurring table's rows are all due.
+    adopts_rows: bool
 
     def rhythm(self, interval_s: float) -> str:
         """How a start line says the rows' rhythm."""
@@ -47,6 +50,7 @@ RECURRING = Lifecycle(
     failure_backoff_only=False,
     looks_back=False,
     has_rhythm=True,
+    adopts_rows=False,
 )
 ONE_SHOT = Lifecycle(
     name="one-shot",
@@ -56,6 +60,7 @@ ONE_SHOT = Lifecycle(
     failure_backoff_only=True,
     looks_back=True,
     has_rhythm=False,
+    adopts_rows=True,
 )
 
 

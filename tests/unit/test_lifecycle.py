@@ -10,7 +10,14 @@ def test_once_chooses_the_one_shot_lifecycle_and_nothing_else_does():
 
 
 def test_each_lifecycle_decides_every_question_its_own_way():
-    decisions = ("done_is_null", "success_done", "failure_backoff_only", "looks_back", "has_rhythm")
+    decisions = (
+        "done_is_null",
+        "success_done",
+        "failure_backoff_only",
+        "looks_back",
+        "has_rhythm",
+        "adopts_rows",
+    )
     for name in decisions:  # no question both answer alike: else it is not the lifecycle's to decide
         assert getattr(RECURRING, name) != getattr(ONE_SHOT, name), name
     assert RECURRING.rhythm(2.5) == "interval 2.5s"
