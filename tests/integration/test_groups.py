@@ -23,6 +23,7 @@ from recheck.shared.mysql.schema import inspect_table
 from recheck.shared.redis.store import Counts, group_name
 from tests.support.helpers import (
     TEST_LEADER,
+    counted_rate,
     make_pusher,
     make_store,
     recheck,
@@ -422,10 +423,7 @@ def test_a_groups_in_flight_limit_counts_calls_and_its_slots_serve_the_next_call
     procs.start("dispatcher", settings)
     for _ in range(3):
         procs.start("worker", settings, env=env)
-    wait_for(lambda: int(counter.get("test:done") or 0) >= 50, 20, "the first checks")
-    begin, done = time.monotonic(), int(counter.get("test:done"))
-    time.sleep(8)
-    rate = (int(counter.get("test:done")) - done) / (time.monotonic() - begin)
+    rate = counted_rate(counter, 8)
     print(
         f"group_max_in_flight 20: most at once {int(counter.get('test:most'))}, {rate:.1f} checks/s of 0.2 s"
     )

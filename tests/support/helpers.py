@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pymysql
@@ -19,6 +20,7 @@ from recheck.shared.config import ENV_PREFIX, Workload
 from recheck.shared.mysql.db import Database
 from recheck.shared.redis.connection import connect_redis
 from recheck.shared.redis.store import Store, open_store
+from tests.support.servers import wait_for
 
 TEST_LEADER = "test-leader"
 REPO = Path(__file__).resolve().parents[2]
@@ -193,3 +195,12 @@ def only_workload(status_json: str) -> dict:
     (facts,) = shown["workloads"].values()
     assert shown["fresh"] == facts["fresh"]
     return facts
+
+
+def counted_rate(counter, seconds: float) -> float:
+    """Checks per second that tests.support.checks:counted_row counted (test:done) over
+    `seconds`, after the first 50 (workers started)."""
+    wait_for(lambda: int(counter.get("test:done") or 0) >= 50, 20, "the first checks")
+    begin, done = time.monotonic(), int(counter.get("test:done"))
+    time.sleep(seconds)  # a sampling period, not a wait for a condition
+    return (int(counter.get("test:done")) - done) / (time.monotonic() - begin)
