@@ -134,6 +134,7 @@ class Dispatcher:
 
     def __init__(self, workload: Workload, pusher: DuePusher):
         self.workload = workload
+        self.lifecycle = lifecycle_of(workload)
         self.pusher = pusher
         self.cursor = START
         # Rows up to this due time (ms) may be in flight from before a rewind: reading them again
@@ -189,7 +190,7 @@ class Dispatcher:
         if guarding and (page.cursor[0] > self.guard_until or page.read < limit):  # past it, or caught up
             self.guard_until = None
             self.pusher.store.end_guard("dispatch")
-        if page.read < limit and lifecycle_of(workload).looks_back:
+        if page.read < limit and self.lifecycle.looks_back:
             self.look_back()
         if page.read == 0:
             return workload.deployment.poll_interval  # a stale depth is corrected by the next push

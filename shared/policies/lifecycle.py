@@ -14,7 +14,6 @@ from recheck.shared.config import Workload
 
 @dataclass(frozen=True)
 class Lifecycle:
-    name: str  # as logs and docs say it
     one_shot: bool  # for what is reported as such (the recheck_one_shot metric)
     # A done row's due time is NULL: the due column is nullable and the due index skips done rows
     # (a recurring row is never done: its due column is NOT NULL).
@@ -43,7 +42,6 @@ class Lifecycle:
 
 
 RECURRING = Lifecycle(
-    name="recurring",
     one_shot=False,
     done_is_null=False,
     success_done=False,
@@ -53,7 +51,6 @@ RECURRING = Lifecycle(
     adopts_rows=False,
 )
 ONE_SHOT = Lifecycle(
-    name="one-shot",
     one_shot=True,
     done_is_null=True,
     success_done=True,
