@@ -365,7 +365,8 @@ class WorkloadFields(BaseModel):
     # Groups (docs/groups.md): rows are grouped by group_column's value (a customer, a host; NULL
     # is one group of its own); while rows wait, groups are served in turn, and each group is held
     # to group_rate_limit checks started per second and group_max_in_flight running at once, over
-    # every worker (0 = none). Its rows over a limit wait in Redis.
+    # every worker (0 = none). Its rows over a limit wait in Redis. With a priority_column too, a
+    # group's priority rows are taken before its other rows, within the group's limits.
     group_column: Annotated[str, AfterValidator(_optional_identifier)] = ""
     group_rate_limit: Annotated[float, Field(ge=0, le=10_000_000)] = 0.0
     group_max_in_flight: Annotated[int, Field(ge=0, le=1_000_000)] = 0
@@ -428,8 +429,6 @@ class Workload(WorkloadFields):
             raise ValueError("changes: a row deleted when done has no stored result to compare (done = keep)")
         if (self.group_rate_limit or self.group_max_in_flight) and not self.group_column:
             raise ValueError("group_rate_limit: group limits need a group_column")
-        if self.group_column and self.priority_column:
-            raise ValueError("group_column: cannot be combined with priority_column (yet)")
         if self.group_column and self.partitions > 1:
             raise ValueError(
                 "group_column: a grouped workload has one partition (each group's limits live in one place)"

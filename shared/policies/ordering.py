@@ -1,6 +1,7 @@
 """The order rows are taken in: first in, first out (by due time); priority (rows whose priority
-column is 1 first, docs/priorities.md); or groups (each group of the group column in turn, within
-its own limits, docs/groups.md). Groups and priority do not combine yet (config.py says so).
+column is 1 first, docs/priorities.md); groups (each group of the group column in turn, within
+its own limits, docs/groups.md); or groups with priority (each group's priority rows first, within
+its limits).
 
 Each decision the ordering makes for the rest of recheck is one named field or method, so the
 SQL, the dispatcher and the store ask it instead of testing `workload.priority_column` or
@@ -17,7 +18,7 @@ from recheck.shared.core.limits import GroupLimit
 
 @dataclass(frozen=True)
 class Ordering:
-    name: str  # "fifo", "priority" or "groups"
+    name: str  # "fifo", "priority", "groups" or "groups with priority"
     # The column whose value 1 makes a row a priority row ("" unless priority): the dispatcher
     # reads such rows in a pass of their own, into a list taken before the rest's.
     priority_by: str = ""
@@ -43,9 +44,17 @@ class Ordering:
 
 def ordering_of(workload: Workload) -> Ordering:
     """The workload's ordering, as its settings chose it."""
+    priority_by = workload.priority_column
+    rest_share = workload.priority_share if priority_by else None
     if workload.group_column:
         limit = GroupLimit(workload.group_rate_limit, workload.group_max_in_flight)
-        return Ordering("groups", group_by=workload.group_column, group_limit=limit)
-    if workload.priority_column:
-        return Ordering("priority", priority_by=workload.priority_column, rest_share=workload.priority_share)
+        return Ordering(
+            "groups with priority" if priority_by else "groups",
+            priority_by=priority_by,
+            rest_share=rest_share,
+            group_by=workload.group_column,
+            group_limit=limit,
+        )
+    if priority_by:
+        return Ordering("priority", priority_by=priority_by, rest_share=rest_share)
     return Ordering("fifo")

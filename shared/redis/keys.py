@@ -111,6 +111,11 @@ class Keys:
         self.groups_running = f"{tag}:groups:running"  # HASH group -> checks running
         self.group_of = f"{tag}:groups:of"  # HASH entry -> group of entries workers hold
         self.groups_waiting = f"{tag}:groups:waiting"  # STRING: entries in the group lists
+        # Groups with priority (priority_column too, docs/groups.md): a group's priority rows wait
+        # in LIST group:!<hex name>, taken before its list; SET of the groups whose such list
+        # holds entries, and STRING: how many entries those lists hold (of groups:waiting's)
+        self.groups_urgent = f"{tag}:groups:urgent"
+        self.groups_urgent_waiting = f"{tag}:groups:urgent:waiting"
         self.wake = f"{tag}:wake"  # LIST of tokens idle workers of a grouped workload block on
 
     def group_keys(self) -> list[str]:
@@ -124,11 +129,17 @@ class Keys:
             self.group_of,
             self.groups_waiting,
             self.wake,
+            self.groups_urgent,
+            self.groups_urgent_waiting,
         ]
 
     def group_list(self, name: bytes) -> str:
         """LIST of one group's waiting entries (`name`: the group's value in hex)."""
         return self.group_prefix + name.decode()
+
+    def group_urgent_list(self, name: bytes) -> str:
+        """LIST of one group's waiting priority entries (groups with priority), taken first."""
+        return self.group_prefix + "!" + name.decode()
 
     def processing(self, worker_id: str) -> str:
         """SET of entries a worker holds; an ack only counts for entries still in it."""

@@ -232,13 +232,15 @@ class Store:
 
     def queue_depth(self, priority: bool | None = None) -> int:
         """Entries waiting: in the priority list (True), the other (False), or both (None), in one
-        round trip; a grouped workload's, in its groups' lists and the queue."""
+        round trip; a grouped workload's, in its groups' lists (their priority lists for True) and
+        the queue."""
         pipe = self.client.pipeline(transaction=False)
         if self.groups is not None:
             pipe.get(self.keys.groups_waiting)
+            pipe.get(self.keys.groups_urgent_waiting)
             pipe.llen(self.keys.queue)
-            waiting, queued = pipe.execute()
-            return int(waiting or 0) + int(queued)
+            waiting, urgent, queued = (int(n or 0) for n in pipe.execute())
+            return {True: urgent, False: waiting - urgent + queued, None: waiting + queued}[priority]
         for k in self.partitions:
             for name in {True: [k.priority_queue], False: [k.queue], None: [k.queue, k.priority_queue]}[
                 priority
@@ -677,13 +679,14 @@ class Store:
         for start in range(0, len(ordered), GROUP_CHUNK):
             pipe = client.pipeline(transaction=False)
             part = ordered[start : start + GROUP_CHUNK]
-            for name in part:
-                pipe.lrange(k.group_list(name), -GROUP_CHUNK, -1)
-            for name, tail in zip(part, pipe.execute(), strict=True):
+            lists = [key for name in part for key in (k.group_list(name), k.group_urgent_list(name))]
+            for key in lists:
+                pipe.lrange(key, -GROUP_CHUNK, -1)
+            for key, tail in zip(lists, pipe.execute(), strict=True):
                 if len(tail) < GROUP_CHUNK:
                     yield tail
                 else:  # a long list: all of it, a chunk at a time
-                    yield from in_chunks(partial(client.lrange, k.group_list(name)))
+                    yield from in_chunks(partial(client.lrange, key))
 
     def release_orphans(
         self, partition: int, candidates: Sequence[bytes], workers: Sequence[str]
@@ -733,14 +736,20 @@ class Store:
             return found
         entry = make_entry_text(key, due)
         if self.groups is not None and group is not None:
-            position = self.client.lpos(k.group_list(group), entry)
-            if position is not None:
+            pipe = self.client.pipeline(transaction=False)
+            for name in (k.group_urgent_list(group), k.group_list(group)):
+                pipe.lpos(name, entry)
+                pipe.llen(name)
+            urgent_at, urgent, rest_at, rest = pipe.execute()
+            if urgent_at is not None or rest_at is not None:  # the priority list is taken first
                 found.update(
                     group=group_name(group),
-                    group_position=int(position) + 1,
-                    group_depth=self.client.llen(k.group_list(group)),
+                    group_position=int(urgent_at) + 1 if urgent_at is not None else int(rest_at) + 1 + urgent,
+                    group_depth=urgent + rest,
                     group_state=self.group_state(group),
                 )
+                if urgent_at is not None:
+                    found["priority_queue"] = True
                 return found
         position = self.client.lpos(k.queue, entry)
         if position is not None:  # behind what waits in the priority list: taken first
@@ -789,7 +798,9 @@ class Store:
         pipe = self.client.pipeline(transaction=False)
         for name in names:
             pipe.llen(k.group_list(name))
-        sizes = pipe.execute() if names else []
+            pipe.llen(k.group_urgent_list(name))
+        lengths = pipe.execute() if names else []
+        sizes = [rest + urgent for rest, urgent in zip(lengths[::2], lengths[1::2], strict=True)]
         held = sorted(zip(sizes, names, strict=True), reverse=True)[:examples]
         return GroupOverview(
             ready + at_rate + at_room, at_rate, at_room, [(group_name(name), size) for size, name in held]
@@ -877,15 +888,17 @@ class Store:
             pipe.hlen(k.inflight)
             pipe.hgetall(k.stats)
             pipe.get(k.groups_waiting)
+            pipe.get(k.groups_urgent_waiting)
         pipe.get(self.keys.leader)
         *per_partition, leader = pipe.execute()
         depth = priority = suspects = in_flight = 0
         counters: dict[str, int] = {}
-        for start in range(0, len(per_partition), 6):
-            part_depth, part_priority, part_suspects, part_in_flight, stats, grouped = per_partition[
-                start : start + 6
+        for start in range(0, len(per_partition), 7):
+            part_depth, part_priority, part_suspects, part_in_flight, stats, grouped, urgent = per_partition[
+                start : start + 7
             ]
-            depth, priority = depth + part_depth + part_priority + int(grouped or 0), priority + part_priority
+            depth += part_depth + part_priority + int(grouped or 0)
+            priority += part_priority + int(urgent or 0)
             suspects += part_suspects
             in_flight += part_in_flight
             for name, value in stats.items():

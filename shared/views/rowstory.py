@@ -92,9 +92,10 @@ def state_of(workload: Workload, story: dict, where: dict, due_ms: int) -> tuple
                 of = "in the priority list, taken first"
             return "queued", f"queued at position {where['queue_position']:,} {of}; {dispatched}"
         if where.get("group_position") is not None:
+            first = ", a priority row: its group's taken first" if where.get("priority_queue") else ""
             return "queued", (
                 f"queued in group {where['group']} at position {where['group_position']:,} of its "
-                f"{where['group_depth']:,} ({where['group_state']}); {dispatched}"
+                f"{where['group_depth']:,} ({where['group_state']}{first}); {dispatched}"
             )
         if where["suspect_group"]:
             return (

@@ -238,9 +238,11 @@ return running
 @per_row
 def counted_row(row_id) -> str:
     """Counts itself running, over every worker process, in the tests' Redis (TEST_REDIS_URL:
-    keys test:running and test:most), for TEST_CHECK_SLEEP seconds."""
+    keys test:running and test:most), for TEST_CHECK_SLEEP seconds; stamps its start as stamped
+    does when TEST_CHECK_RECORD is set."""
     import redis
 
+    stamped([row_id])
     client = redis.Redis.from_url(os.environ["TEST_REDIS_URL"])
     client.eval(_COUNT_UP, 2, "test:running", "test:most")
     try:

@@ -27,3 +27,15 @@ def test_groups_keep_each_groups_limits_and_queue_entries_without_their_group():
     assert groups.group_limit == GroupLimit(5.0, 3)
     assert groups.queued(b"42:1700000000000:3432") == b"42:1700000000000"
     assert groups.queued(b"7:1700000000000:NULL") == b"7:1700000000000"  # a NULL group
+
+
+def test_groups_with_priority_keep_both_the_priority_pass_and_each_groups_limits():
+    both = ordering(group_column="merchant_id", group_max_in_flight=10, priority_column="express")
+    assert (both.name, both.passes, both.priority_by, both.group_by) == (
+        "groups with priority",
+        (True, False),
+        "express",
+        "merchant_id",
+    )
+    assert both.rest_share == 0.1 and both.group_limit == GroupLimit(0.0, 10)
+    assert both.queued(b"42:1700000000000:3432") == b"42:1700000000000"

@@ -1,4 +1,4 @@
--- _ack_release.lua (included by ack.lua): finished and deferred entries leave the in-flight set.
+-- _ack_release.lua (included by ack.lua, after _group_push.lua): finished and deferred entries leave the in-flight set.
 
 -- Release ARGV[from..to] that the worker still held (s.held[i]) and that are still in flight for
 -- their due time; returns how many were held. `completing`: record them for guarded passes

@@ -1,5 +1,59 @@
--- _group_rounds.lua (included by pop.lua, for _take_groups.lua): what a round of visits to the
--- groups writes once, and the sweep of the groups' arrival times.
+-- _group_rounds.lua (included by pop.lua, for _take_groups.lua): a visit's pops from a group's
+-- lists, what a round of visits to the groups writes once, and the sweep of their arrival times.
+
+-- Up to `wanted` live entries of one of a group's lists into taken, each with its group in
+-- pairs_ (for G.of). Dropped entries (paused, superseded) take no token and no room: the visit
+-- goes on past them, up to D.left of them per take (D.any: any entry is dropped at all).
+-- Returns how many were taken, whether the list may hold more (true if not looked at) and how
+-- many entries left it (dropped ones too).
+local function pop_group(list, name, wanted, taken, pairs_, D)
+  if wanted <= 0 then return 0, true, 0 end
+  local got, more, skipped, gone = 0, true, 0, 0
+  repeat
+    local popped = redis.call('LPOP', list, wanted) or {}
+    gone = gone + #popped
+    more = #popped == wanted and redis.call('LLEN', list) > 0
+    local fresh = D.any and live(popped) or popped
+    for _, entry in ipairs(fresh) do
+      taken[#taken + 1] = entry
+      pairs_[#pairs_ + 1] = entry
+      pairs_[#pairs_ + 1] = name
+    end
+    got, wanted, skipped = got + #fresh, wanted - #fresh, #popped - #fresh
+    D.left = D.left - skipped
+  until not more or skipped == 0 or wanted <= 0 or D.left <= 0
+  return got, more, gone
+end
+
+-- A group's visit with `room`: its priority list first if `urgent` (it holds entries), but
+-- for the rest's share while its other list waits too (T.owed: the share owed, its fraction
+-- carried over in K.turns as _take_lists.lua does), then its other list; either's shortfall
+-- is filled from the other. Returns how many were taken, whether its lists may hold more and
+-- whether its priority list may; T.popped, T.urgent count the entries that left the lists.
+local function visit_group(name, room, urgent, taken, pairs_, D, T)
+  local list = G.prefix .. name
+  if not urgent then
+    local got, more, gone = pop_group(list, name, room, taken, pairs_, D)
+    T.popped = T.popped + gone
+    return got, more, false
+  end
+  local first = room
+  if T.share > 0 and redis.call('LLEN', list) > 0 then
+    T.owed = T.owed + room * T.share
+    first = room - math.min(math.floor(T.owed), room)
+    T.owed = T.owed - math.floor(T.owed)
+  end
+  local ulist = urgent_list(G, name)
+  local got, urgent_more, gone = pop_group(ulist, name, first, taken, pairs_, D)
+  local got_rest, more, gone_rest = pop_group(list, name, room - got, taken, pairs_, D)
+  local got_more, gone_more = 0, 0
+  if urgent_more and got + got_rest < room then
+    got_more, urgent_more, gone_more = pop_group(ulist, name, room - got - got_rest, taken, pairs_, D)
+  end
+  T.urgent = T.urgent + gone + gone_more
+  T.popped = T.popped + gone + gone_rest + gone_more
+  return got + got_rest + got_more, more or urgent_more, urgent_more
+end
 
 -- Where each group of a round waits now: the unvisited first in the ring, then as decided.
 local function place_groups(names, visited, again, full, sleeping)

@@ -43,10 +43,11 @@ local function completed_windows(prefix)
   return prefix .. ':' .. window, prefix .. ':' .. (window - 1), (window + 3) * COMPLETED_WINDOW_S * 1000
 end
 
--- Groups (group_column, docs/groups.md): the block of eight keys a script names from KEYS[first]
+-- Groups (group_column, docs/groups.md): the block of ten keys a script names from KEYS[first]
 -- on, in the order shared/redis/keys.py `Keys.group_keys` gives them:
 --   prefix   the group lists' common prefix: LIST prefix..hex holds a group's waiting entries
---            (their rate limits' arrival times are pop.lua's KEYS[22], a hash)
+--            (their rate limits' arrival times are pop.lua's KEYS[24], a hash); with priority,
+--            LIST prefix..'!'..hex holds its priority rows' entries, taken first (_group_push.lua)
 --   ring     LIST  groups with entries waiting that their limits let go, in turn (round robin)
 --   sleeping ZSET  groups held back by their rate -> ms when their next token is due
 --   full     SET   groups held back by group_max_in_flight: an ack giving room moves them back
@@ -54,13 +55,18 @@ end
 --   of       HASH  entry -> group of each entry a take gave a worker (~group: its room given back)
 --   waiting  STRING entries waiting in all the group lists (the dispatcher's backpressure)
 --   wake     LIST  "~" tokens: idle workers of a grouped workload block on it, not the queue
--- Invariant: a group's list is non-empty exactly while the group is in one of ring, sleeping,
--- full; every script that fills an empty list puts the group in the ring.
+--   urgent   SET   groups whose priority list holds entries; urgent_waiting STRING: how many
+-- Invariant: a group's lists are not both empty exactly while the group is in one of ring,
+-- sleeping, full; every script that fills a group's lists from empty puts it in the ring.
 local function group_keys(first)
   return {prefix = KEYS[first], ring = KEYS[first + 1], sleeping = KEYS[first + 2],
           full = KEYS[first + 3], running = KEYS[first + 4], of = KEYS[first + 5],
-          waiting = KEYS[first + 6], wake = KEYS[first + 7]}
+          waiting = KEYS[first + 6], wake = KEYS[first + 7], urgent = KEYS[first + 8],
+          urgent_waiting = KEYS[first + 9]}
 end
+
+-- A group's priority list (keys.py Keys.group_urgent_list): hex names never hold '!'.
+local function urgent_list(g, name) return g.prefix .. '!' .. name end
 
 -- A field whose value is longer than hash-max-listpack-value (64 by default), written with the
 -- fields of groups:of, groups:running and groups:rates: Redis then keeps those hashes as hash
@@ -135,16 +141,4 @@ local function group_release(g, entries, ended)
     chunked('RPUSH', g.ring, freed)
     group_wake(g)
   end
-end
-
--- Entries go to the HEAD of their groups' lists, each pushed in turn (the last one pushed
--- first in its list); a group whose list was empty joins the ring. Returns how many went.
-local function group_push_head(g, entries, names)
-  for i = 1, #entries do
-    if redis.call('LPUSH', g.prefix .. names[i], entries[i]) == 1 then
-      redis.call('RPUSH', g.ring, names[i])
-    end
-  end
-  if #entries > 0 then redis.call('INCRBY', g.waiting, #entries) end
-  return #entries
 end

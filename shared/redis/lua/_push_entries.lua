@@ -1,5 +1,5 @@
 -- _push_entries.lua (included by dispatch.lua): the entries of a push, parsed; a queued entry
--- moved up for a head push; a grouped chunk pushed to its groups' tails.
+-- moved up for a head push (a grouped chunk's pushes: _group_push.lua).
 
 -- ARGV[start..stop] as ids, due times, entries as queued ("id:due_ms") and groups (nil for an
 -- entry of a workload without groups; a grouped entry is "id:due_ms:hexgroup").
@@ -43,27 +43,4 @@ local function move_up(entry, name, scan, into)
   if not from then return nil end
   redis.call('LREM', from, -1, entry)
   return 'moved'
-end
-
--- One RPUSH per group of a chunk, its entries in their order; a group whose list was empty
--- joins the ring, the groups in the order of their first entry.
-local function group_push_tail(fresh, fresh_names)
-  local by_group, order = {}, {}
-  for i, entry in ipairs(fresh) do
-    local name = fresh_names[i]
-    local mine = by_group[name]
-    if not mine then
-      mine = {}
-      by_group[name] = mine
-      order[#order + 1] = name
-    end
-    mine[#mine + 1] = entry
-  end
-  local joining = {}
-  for _, name in ipairs(order) do
-    local mine = by_group[name]
-    if redis.call('RPUSH', G.prefix .. name, unpack(mine)) == #mine then joining[#joining + 1] = name end
-  end
-  if #joining > 0 then redis.call('RPUSH', G.ring, unpack(joining)) end
-  redis.call('INCRBY', G.waiting, #fresh)
 end

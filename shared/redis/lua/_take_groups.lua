@@ -11,7 +11,8 @@
 -- '~cursor') and deletes those whose time has passed, so the hash holds about the groups whose
 -- tokens still run ahead of now, not every group ever seen. A field whose time has passed means
 -- nothing (a group's arrival is never before now); the hash expires a second after its times
--- could all have passed.
+-- could all have passed. With priority, a group's visit takes from its priority list first
+-- (_group_rounds.lua visit_group), within the group's limits all the same.
 --
 -- The group lists are read whatever A.grouped says (as the priority list): entries left there
 -- by a configuration that had a group column are taken, without group limits, until none are
@@ -38,16 +39,24 @@ local function take_groups(taken, most_taken, wait)
   local ring = redis.call('LLEN', G.ring)
   local quantum = math.max(1, math.floor(want / math.max(ring, 1)))
   local visits_left = math.min(2 * ring, 2 * want + 8)
-  local any_dropped = redis.call('EXISTS', K.dropped) == 1
-  local drops_left = DROPS_PER_TAKE
-  local pairs_, popped_all, visited_all = {}, 0, 0
+  local D = {any = redis.call('EXISTS', K.dropped) == 1, left = DROPS_PER_TAKE}
+  -- With priority: the groups whose priority lists hold entries, the rest's share (pop.lua ARGV[8])
+  local any_urgent = redis.call('EXISTS', G.urgent) == 1
+  local T = {share = tonumber(A.priority_share) or 0, owed = 0, popped = 0, urgent = 0}
+  if any_urgent and T.share > 0 then T.owed = tonumber(redis.call('GET', K.turns) or 0) end
+  local pairs_, visited_all, emptied = {}, 0, {}
   -- Rounds: the next groups of the ring at once, their tokens and room read in one command each;
   -- per group visited, one LPOP (and an LLEN when it gave all it was asked); their tokens and
   -- where each goes afterwards are written once per round.
   while #taken < most_taken and visits_left > 0 do
     local names = redis.call('LPOP', G.ring, visits_left)
     if not names then break end
-    local arrivals, runs, spent = {}, {}, {}
+    local arrivals, runs, spent, urgent = {}, {}, {}, {}
+    if any_urgent then
+      for _, reply in ipairs(chunked('SMISMEMBER', G.urgent, names)) do
+        for _, flag in ipairs(reply) do urgent[#urgent + 1] = flag == 1 end
+      end
+    end
     if grate > 0 then
       for _, reply in ipairs(chunked('HMGET', K.group_rates, names)) do
         for _, value in ipairs(reply) do arrivals[#arrivals + 1] = value end
@@ -62,7 +71,6 @@ local function take_groups(taken, most_taken, wait)
     for i, name in ipairs(names) do
       if #taken >= most_taken then break end
       visited = i
-      local list = G.prefix .. name
       local room, arrival, run = math.min(quantum, most_taken - #taken), 0, 0
       if grate > 0 then
         arrival = math.max(tonumber(arrivals[i]) or 0, gnow)
@@ -74,22 +82,9 @@ local function take_groups(taken, most_taken, wait)
       end
       local more = true  -- entries left in its list (not known to be empty)
       if room > 0 then
-        -- Dropped entries (paused, superseded) take no token and no room: the visit goes on past
-        -- them, up to DROPS_PER_TAKE of them per take, so a paused backlog drains in few takes.
-        local got, wanted, skipped = 0, room, 0
-        repeat
-          local popped = redis.call('LPOP', list, wanted) or {}
-          popped_all = popped_all + #popped
-          more = #popped == wanted and redis.call('LLEN', list) > 0
-          local fresh = any_dropped and live(popped) or popped
-          for _, entry in ipairs(fresh) do
-            taken[#taken + 1] = entry
-            pairs_[#pairs_ + 1] = entry
-            pairs_[#pairs_ + 1] = name
-          end
-          got, wanted, skipped = got + #fresh, wanted - #fresh, #popped - #fresh
-          drops_left = drops_left - skipped
-        until not more or skipped == 0 or wanted <= 0 or drops_left <= 0
+        local got, urgent_more
+        got, more, urgent_more = visit_group(name, room, urgent[i], taken, pairs_, D, T)
+        if urgent[i] and not urgent_more then emptied[#emptied + 1] = name end
         if got > 0 and grate > 0 then
           arrival = arrival + got * 1000000 / grate
           spent[#spent + 1] = name
@@ -120,7 +115,10 @@ local function take_groups(taken, most_taken, wait)
     if #running_now > 0 then chunked('HSET', G.running, running_now, HASHTABLE) end
     place_groups(names, visited, again, full, sleeping)
   end
-  if popped_all > 0 then redis.call('DECRBY', G.waiting, popped_all) end
+  if T.popped > 0 then redis.call('DECRBY', G.waiting, T.popped) end
+  if T.urgent > 0 then redis.call('DECRBY', G.urgent_waiting, T.urgent) end
+  if #emptied > 0 then chunked('SREM', G.urgent, emptied) end
+  if any_urgent and T.share > 0 then redis.call('SET', K.turns, string.format('%.6f', T.owed), 'PX', 600000) end
   if grate > 0 and visited_all > 0 then sweep_rates(gnow, gahead, visited_all) end
   if #pairs_ > 0 then chunked('HSET', G.of, pairs_, HASHTABLE) end
   if #taken > 0 then

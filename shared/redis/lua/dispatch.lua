@@ -14,7 +14,7 @@
 -- KEYS[8]  dropped   SET     entries a take drops instead of starting (pop.lua): a head push
 --          supersedes an id's older entry, wherever it waits, rather than waiting behind it
 -- KEYS[9]  priority  LIST    the priority rows' entries (priority_column), taken first (pop.lua)
--- KEYS[10..17] the group keys (_lib.lua group_keys), KEYS[18] workers SET (idle workers woken)
+-- KEYS[10..19] the group keys (_lib.lua group_keys), KEYS[20] workers SET (idle workers woken)
 -- ARGV[1]  the pushing dispatcher's id: nothing is pushed unless it holds the lease, so a
 --          deposed leader that wakes up late cannot push (dedup would also hold; a second line)
 -- ARGV[2]  "tail" (a page of due rows), "head" (rows the application asked for now: before
@@ -24,10 +24,12 @@
 --          goes to the head of KEYS[9] while that holds entries (it is taken first)
 -- ARGV[3..] entries "id:due_ms", oldest due first; a grouped workload's (group_column) are
 --          "id:due_ms:hexgroup" and go, as "id:due_ms", to their group's list (tail, or head for
---          "head"), the group joining the ring if its list was empty; idle workers are woken
---          through the wake list (one token per entry pushed, at most one per worker)
+--          "head"), or its priority list for "priority" (_group_push.lua), the group joining the
+--          ring if its lists were empty; idle workers are woken through the wake list (one token
+--          per entry pushed, at most one per worker)
 -- Returns  {pushed, queue_length_after (of KEYS[9] for "priority"; for a grouped workload what
---          waits in its groups and the queue), lost (1 if the epoch key
+--          waits in its groups' priority lists for "priority", else in their other lists and the
+--          queue), lost (1 if the epoch key
 --          was missing: Redis lost its data, so rows behind the dispatcher's cursor may have
 --          lost their entries)}, or {-1, queue_length, 0} if the caller does not hold the lease
 -- A tail push skips an id already in flight whatever its due time: its row will be written back
@@ -43,10 +45,11 @@
 -- further back, or held by a worker, stays where it is.
 local K = {queue = KEYS[1], inflight = KEYS[2], stats = KEYS[3], epoch = KEYS[4], leader = KEYS[5],
            completed = KEYS[6], again = KEYS[7], dropped = KEYS[8], priority = KEYS[9],
-           workers = KEYS[18]}
+           workers = KEYS[20]}
 local G = group_keys(10)
 
 -- #include _push_entries
+-- #include _group_push
 
 if redis.call('GET', K.leader) ~= ARGV[1] then
   return {-1, redis.call('LLEN', K.queue), 0}
@@ -122,7 +125,7 @@ for start = 3, #ARGV, CHUNK do
     elseif head then
       group_push_head(G, fresh, fresh_names)
     else
-      group_push_tail(fresh, fresh_names)
+      group_push_tail(G, fresh, fresh_names, ARGV[2] == 'priority')
     end
     pushed = pushed + #fresh
     grouped = grouped + #fresh_names
@@ -134,6 +137,8 @@ if grouped > 0 then
   for _ = 1, tokens do redis.call('RPUSH', G.wake, '~') end
 end
 if redis.call('EXISTS', G.waiting) == 1 then  -- a grouped workload: what waits in its groups
-  return {pushed, tonumber(redis.call('GET', G.waiting)) + redis.call('LLEN', K.queue), lost}
+  local urgent = tonumber(redis.call('GET', G.urgent_waiting) or 0)
+  if ARGV[2] == 'priority' then return {pushed, urgent, lost} end
+  return {pushed, tonumber(redis.call('GET', G.waiting)) - urgent + redis.call('LLEN', K.queue), lost}
 end
 return {pushed, redis.call('LLEN', ARGV[2] == 'priority' and K.priority or K.queue), lost}

@@ -6,9 +6,9 @@
 -- KEYS[5]  stats       HASH  counter "orphans"
 -- KEYS[6]  workers     SET   registered workers; must equal the worker ids in ARGV
 -- KEYS[7]  priority    LIST  the priority rows' queue (dispatch.lua)
--- KEYS[8..15] the group keys (_lib.lua group_keys): entries waiting in a group's list are held;
+-- KEYS[8..17] the group keys (_lib.lua group_keys): entries waiting in a group's lists are held;
 --          a released id's entry gives its group's room back
--- KEYS[16..]           processing SET and landing LIST of each of those workers, in pairs
+-- KEYS[18..]           processing SET and landing LIST of each of those workers, in pairs
 -- ARGV[1]  N, the number of candidates that follow as id, due_ms pairs (in flight for a due
 --          time older than the caller's cutoff, found by HSCAN)
 -- ARGV[2 .. 1+2N]  the candidates; ARGV[2+2N ..] the worker ids the caller read from KEYS[6]
@@ -41,7 +41,8 @@ local names = redis.call('LRANGE', g.ring, 0, -1)
 for _, name in ipairs(redis.call('ZRANGE', g.sleeping, 0, -1)) do names[#names + 1] = name end
 for _, name in ipairs(redis.call('SMEMBERS', g.full)) do names[#names + 1] = name end
 for _, name in ipairs(names) do mark(redis.call('LRANGE', g.prefix .. name, 0, -1)) end
-for k = 16, #KEYS, 2 do
+for _, name in ipairs(redis.call('SMEMBERS', g.urgent)) do mark(redis.call('LRANGE', urgent_list(g, name), 0, -1)) end
+for k = 18, #KEYS, 2 do
   mark(redis.call('SMEMBERS', KEYS[k]))
   mark(redis.call('LRANGE', KEYS[k + 1], 0, -1))
 end
