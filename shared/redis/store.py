@@ -189,6 +189,11 @@ class Store:
         """A Lua script's reply: nested lists of integers and bytes, as its header says."""
         return self._scripts[name](keys=list(keys), args=list(args), client=self.client)
 
+    def _now(self) -> str:
+        """The time a script is given: the test's clock, in microseconds; "" (always, outside
+        tests): the script reads the Redis clock, the one clock every host shares."""
+        return "" if self.clock is None else str(self.clock())
+
     def _each(self, command: Callable[[Any, Keys], Any]) -> list[Any]:
         """One plain command per partition, pipelined (a cluster client sends each to its node)."""
         if self.count == 1:
@@ -222,7 +227,7 @@ class Store:
             result = self._run(
                 "dispatch",
                 [*keys, k.priority_queue, *k.group_keys(), k.workers],
-                [owner, mode, *part_entries],
+                [owner, mode, self._now(), *part_entries],
             )
             refused |= int(result[0]) < 0
             pushed += max(int(result[0]), 0)
@@ -349,7 +354,7 @@ class Store:
                 running,
                 self.priority_share,
                 *(["1", *self.groups.args()] if self.groups is not None else ["", 0, 1, 0]),
-                "" if self.clock is None else str(self.clock()),
+                self._now(),
                 *ended,
             ],
         )
@@ -469,7 +474,8 @@ class Store:
                 [k.processing(worker), k.inflight, k.queue, k.stats, k.reclaims, k.sweep_guard,
                  k.dispatch_guard, k.completed, k.again, k.asked, k.dropped, k.priority_queue,
                  *k.group_keys(), k.asked_guard],
-                [int(whole), len(finished), len(held_up), *added, *finished, *held_up, *untouched],
+                [int(whole), len(finished), len(held_up), *added, self._now(),
+                 *finished, *held_up, *untouched],
             )  # fmt: skip
         return still_held
 

@@ -269,7 +269,7 @@ def test_three_workloads_in_one_deployment_each_keep_their_own_rhythm(settings, 
     procs.start("dispatcher", settings, env=env)
     procs.start("worker", settings, env=env)
     started = scalar(sql, "SELECT NOW(3) + INTERVAL 3 SECOND")
-    time.sleep(33)
+    time.sleep(15)  # a sampling period: 6 rhythms of 2 s, 3 of 4 s, 2 of 6 s
     rhythms = {  # each row's rhythm in seconds, per table
         "ticks": "2",
         "devices": "IF(every_s IS NULL, 6, every_s)",

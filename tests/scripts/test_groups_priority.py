@@ -6,40 +6,20 @@ from __future__ import annotations
 
 import pytest
 
-from recheck.shared.config import Settings
-from recheck.shared.redis.connection import connect_redis
-from recheck.shared.redis.store import Counts, Store, open_store
+from recheck.shared.redis.store import Counts, Store
+from tests.scripts.conftest import OWNER, Clock
 
-OWNER = "test-dispatcher"
 ACME, GLOBEX = b"acme".hex().encode(), b"globex".hex().encode()
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now_us = 1_800_000_000_000_000
-
-    def __call__(self) -> int:
-        return self.now_us
-
-
 @pytest.fixture
-def make_store(redis_server):
-    client = redis_server.client()
-    client.flushall()
-    made = []
+def make_store(make_store):
+    """A grouped workload with a priority column, on a clock the test sets."""
 
     def make(**values) -> Store:
-        values = {"group_column": "merchant", "priority_column": "express", **values}
-        settings = Settings(_env_file=None, redis_url=redis_server.url(), key_prefix="scripts", **values)
-        redis = connect_redis(settings.default_workload().deployment)
-        made.append(redis)
-        store = open_store(redis, settings.default_workload(), clock=Clock())
-        assert store.hold_lease(OWNER, 60_000) == OWNER
-        return store
+        return make_store(Clock(), **{"group_column": "merchant", "priority_column": "express", **values})
 
-    yield make
-    for redis in made:
-        redis.close()
+    return make
 
 
 def entries(first: int, count: int, group: bytes) -> list[bytes]:

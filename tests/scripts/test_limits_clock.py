@@ -7,42 +7,10 @@ Here a simulated 10 s of takes every 10 ms runs in well under a second.
 
 from __future__ import annotations
 
-import pytest
+from recheck.shared.redis.store import Counts
+from tests.scripts.conftest import OWNER, Clock
 
-from recheck.shared.config import Settings
-from recheck.shared.redis.connection import connect_redis
-from recheck.shared.redis.store import Counts, Store, open_store
-
-OWNER = "test-dispatcher"
 STEP_US = 10_000  # a take every 10 ms of the test's clock
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now_us = 1_800_000_000_000_000  # microseconds of the Unix epoch, far from Redis' own
-
-    def __call__(self) -> int:
-        return self.now_us
-
-
-@pytest.fixture
-def make_store(redis_server):
-    client = redis_server.client()
-    client.flushall()
-    made = []
-
-    def make(clock: Clock, **values) -> Store:
-        settings = Settings(_env_file=None, redis_url=redis_server.url(), key_prefix="scripts", **values)
-        workload = settings.default_workload()
-        redis = connect_redis(workload.deployment)
-        made.append(redis)
-        store = open_store(redis, workload, clock=clock)
-        assert store.hold_lease(OWNER, 60_000) == OWNER
-        return store
-
-    yield make
-    for redis in made:
-        redis.close()
 
 
 def test_a_rate_limit_hands_out_rate_times_t_plus_one_burst_on_the_scripts_clock(make_store):

@@ -38,8 +38,10 @@ end
 local COMPLETED_WINDOW_S = 10
 
 -- Returns this window's hash, the one before, and when this window's hash expires (Unix ms).
-local function completed_windows(prefix)
-  local window = math.floor(tonumber(redis.call('TIME')[1]) / COMPLETED_WINDOW_S)
+-- now_us: a test's clock, in microseconds; '' (always, in production): the Redis clock.
+local function completed_windows(prefix, now_us)
+  local seconds = now_us ~= '' and math.floor(tonumber(now_us) / 1000000) or tonumber(redis.call('TIME')[1])
+  local window = math.floor(seconds / COMPLETED_WINDOW_S)
   return prefix .. ':' .. window, prefix .. ':' .. (window - 1), (window + 3) * COMPLETED_WINDOW_S * 1000
 end
 

@@ -23,7 +23,9 @@
 --          deleted since its dispatch)
 -- ARGV[3]  number of deferred entries D (not written: another transaction held the row)
 -- ARGV[4..9] counters to add: checked, failed, stale, malformed, deferred, gone
--- ARGV[10 .. 9+F] finished entries; ARGV[10+F .. 9+F+D] deferred entries; the rest: untouched
+-- ARGV[10] now in microseconds, set by a test's clock; '' (always, in production): the Redis
+--          clock, read with TIME (the completions' windows: the clock dispatch.lua reads them by)
+-- ARGV[11 .. 10+F] finished entries; ARGV[11+F .. 10+F+D] deferred entries; the rest: untouched
 --          entries, to check again first
 -- Returns  how many finished entries this worker still held.
 -- Fencing: an entry counts only while it is still in this worker's set (a reclaimer may have
@@ -36,7 +38,7 @@ local K = {processing = KEYS[1], inflight = KEYS[2], queue = KEYS[3], stats = KE
            again = KEYS[9], asked = KEYS[10], dropped = KEYS[11], priority = KEYS[12],
            asked_guard = KEYS[23]}
 local G = group_keys(13)
-local FIRST = 10
+local FIRST = 11
 
 -- #include _group_push
 -- #include _ack_release
@@ -72,7 +74,7 @@ local state = {held = held, guarded = redis.call('EXISTS', K.sweep_guard, K.disp
                asked_again = redis.call('EXISTS', K.again) == 1}  -- usually not: no lookup per id then
 if state.guarded then
   local _before
-  state.completed, _before, state.completed_until = completed_windows(K.completed)
+  state.completed, _before, state.completed_until = completed_windows(K.completed, ARGV[10])
 end
 
 if redis.call('EXISTS', K.dropped) == 1 then  -- usually not: one EXISTS per ack then

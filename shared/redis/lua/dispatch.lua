@@ -22,7 +22,9 @@
 --          or of KEYS[1] while both are empty: then nothing waits before them, and idle workers,
 --          blocked on KEYS[1] (a blocking move names one list), wake up for them); a head push
 --          goes to the head of KEYS[9] while that holds entries (it is taken first)
--- ARGV[3..] entries "id:due_ms", oldest due first; a grouped workload's (group_column) are
+-- ARGV[3]  now in microseconds, set by a test's clock; '' (always, in production): the Redis
+--          clock, read with TIME (the completions' windows: the clock ack.lua records them by)
+-- ARGV[4..] entries "id:due_ms", oldest due first; a grouped workload's (group_column) are
 --          "id:due_ms:hexgroup" and go, as "id:due_ms", to their group's list (tail, or head for
 --          "head"), or its priority list for "priority" (_group_push.lua), the group joining the
 --          ring if its lists were empty; idle workers are woken through the wake list (one token
@@ -59,7 +61,7 @@ if redis.call('EXISTS', K.epoch) == 0 then
   redis.call('SET', K.epoch, '1')
   lost = 1
 end
-local completed_now, completed_before = completed_windows(K.completed)
+local completed_now, completed_before = completed_windows(K.completed, ARGV[3])
 local guarded = redis.call('EXISTS', completed_now, completed_before) > 0
 local head = ARGV[2] == 'head'
 local push = head and 'LPUSH' or 'RPUSH'
@@ -75,7 +77,7 @@ local DROPPED_TTL_MS = 86400000  -- an old entry a worker already held is never 
 local MOVE_SCAN, MOVE_BUDGET = 10000, 100000
 local budget = head and MOVE_BUDGET or 0
 local pushed, grouped = 0, 0
-for start = 3, #ARGV, CHUNK do
+for start = 4, #ARGV, CHUNK do
   local ids, dues, entries, names, n = parse_entries(start, math.min(start + CHUNK - 1, #ARGV))
   local held = redis.call('HMGET', K.inflight, unpack(ids))
   local done, done_before = {}, {}
