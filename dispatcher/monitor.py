@@ -72,6 +72,7 @@ class Monitor:
             m.interval.set(facts.interval_range_s[0])
         m.queue_depth.set(facts.queue_depth)
         m.priority_depth.set(facts.priority_depth)
+        m.groups_open.set(facts.groups_open)
         m.in_flight.set(facts.in_flight)
         m.live_workers.set(facts.live_workers)
         m.quarantined_rows.set(facts.quarantined)

@@ -370,6 +370,12 @@ class WorkloadFields(BaseModel):
     group_column: Annotated[str, AfterValidator(_optional_identifier)] = ""
     group_rate_limit: Annotated[float, Field(ge=0, le=10_000_000)] = 0.0
     group_max_in_flight: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+    # A breaker per group (docs/groups.md): after group_breaker_failures checks of one group failed
+    # in a row (0 = no breaker), its rows wait in Redis group_breaker_open seconds, then one probe
+    # goes; a failed probe doubles the wait (at most group_breaker_open_max), a success closes it.
+    group_breaker_failures: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+    group_breaker_open: Annotated[float, Field(gt=0, le=86_400)] = 5.0
+    group_breaker_open_max: Annotated[float, Field(gt=0, le=86_400)] = 300.0
 
 
 GROUP_WATER = 10  # a grouped workload keeps up to 10 x high_water entries waiting (Workload.waiting_limit)
@@ -429,6 +435,10 @@ class Workload(WorkloadFields):
             raise ValueError("changes: a row deleted when done has no stored result to compare (done = keep)")
         if (self.group_rate_limit or self.group_max_in_flight) and not self.group_column:
             raise ValueError("group_rate_limit: group limits need a group_column")
+        if self.group_breaker_failures and not self.group_column:
+            raise ValueError("group_breaker_failures: a breaker per group needs a group_column")
+        if self.group_breaker_open_max < self.group_breaker_open:
+            raise ValueError("group_breaker_open_max: must be at least group_breaker_open")
         if self.group_column and self.partitions > 1:
             raise ValueError(
                 "group_column: a grouped workload has one partition (each group's limits live in one place)"

@@ -43,6 +43,11 @@ class BatchLoop(CheckLoop):
         # Waiting for work happens outside the turn: the other workloads go on meanwhile.
         if not self.take_turn():
             held_back = self.intake.limit_wait()
+            if held_back and self.intake.held_by_group():
+                # A group's limits or breaker: blocked meanwhile, woken by other groups' new work.
+                if self.intake.wait_for_work(held_back):
+                    self.take_turn()
+                return 0.0
             if held_back:  # ids are queued, but the limits say wait (never a blocking take)
                 return held_back
             if self.intake.wait_for_work():

@@ -109,6 +109,11 @@ class Intake:
             self.metrics.limit_wait.labels(reason).inc(seconds)
         return seconds
 
+    def held_by_group(self) -> bool:
+        """The last take was held back by a group's own limits or breaker: other groups' new work
+        may come meanwhile, and wakes a worker blocked on the wake list (wait_for_work)."""
+        return self._by_group
+
     def waiting_for_room(self) -> bool:
         """The last take was held back by max_in_flight (checks running, here or elsewhere)."""
         return self.limited == ROOM_WAIT

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 FLUSH_SECONDS = 0.05
 FLUSH_ROWS = 500
 EMPTY_QUEUE_PAUSE = 0.02  # while checks run and the queue is empty, ask again after this
+GROUP_HELD_PAUSE = 0.1  # while checks run and a group's limits hold its rows back, ask again after this
 ENDED_PER_TAKE = 1000  # ended entries a take gives their group's room back for (pop.lua's most)
 
 
@@ -157,6 +158,12 @@ class RowLoop(CheckLoop):
                     continue
                 del self.ended[: len(ended)]
                 held_back = intake.limit_wait() if not taken else 0.0
+                if held_back and intake.held_by_group() and not self.pending:
+                    # A group's limits or breaker: blocked meanwhile, woken by other groups' new work.
+                    await asyncio.to_thread(life.attempt, functools.partial(intake.wait_for_work, held_back))
+                    continue
+                if held_back and intake.held_by_group():  # checks run: ask again soon, not after its wait
+                    held_back = min(held_back, GROUP_HELD_PAUSE)
                 if held_back:  # ids are queued, but the limits say wait: checks go on meanwhile
                     self.next_take = time.monotonic() + held_back
                 elif not taken and not self.pending and not self.finished and not self.gone:

@@ -47,6 +47,12 @@ class GroupLimit:
 
     rate: float = 0.0  # checks per second per group (0: no limit)
     in_flight: int = 0  # checks of one group running at once (0: no limit)
+    # The breaker per group: checks of one group failed in a row that open it (0: no breaker);
+    # its rows then wait breaker_open seconds for a probe, doubled after each failed probe, at
+    # most breaker_open_max (ack.lua, docs/groups.md)
+    breaker_failures: int = 0
+    breaker_open: float = 5.0
+    breaker_open_max: float = 300.0
 
     @property
     def burst(self) -> int:
@@ -56,3 +62,10 @@ class GroupLimit:
     def args(self) -> list[str | int]:
         """What pop.lua takes as ARGV[10..12]."""
         return [repr(self.rate), self.burst, self.in_flight]
+
+    def breaker_arg(self) -> str:
+        """What ack.lua takes as ARGV[12]: "failures:open ms:most open ms", "" for no breaker."""
+        if not self.breaker_failures:
+            return ""
+        open_ms = max(1, round(self.breaker_open * 1000))
+        return f"{self.breaker_failures}:{open_ms}:{max(open_ms, round(self.breaker_open_max * 1000))}"

@@ -223,6 +223,8 @@ class StatusFacts(Record):
     groups_at_rate: int = 0
     groups_at_room: int = 0
     groups_held: list[dict[str, Any]] = field(default_factory=list)  # {"group", "waiting"}
+    groups_open: int = 0  # groups whose breaker is open (group_breaker_failures)
+    groups_open_names: list[str] = field(default_factory=list)  # the first few of them
     suspects: int = 0
     in_flight: int = 0
     live_workers: int = 0

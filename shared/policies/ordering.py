@@ -47,7 +47,13 @@ def ordering_of(workload: Workload) -> Ordering:
     priority_by = workload.priority_column
     rest_share = workload.priority_share if priority_by else None
     if workload.group_column:
-        limit = GroupLimit(workload.group_rate_limit, workload.group_max_in_flight)
+        limit = GroupLimit(
+            workload.group_rate_limit,
+            workload.group_max_in_flight,
+            workload.group_breaker_failures,
+            workload.group_breaker_open,
+            workload.group_breaker_open_max,
+        )
         return Ordering(
             "groups with priority" if priority_by else "groups",
             priority_by=priority_by,

@@ -258,6 +258,9 @@ class DispatcherMetrics:
             "The share of failed checks above which the workload counts as failing (its failing_threshold)",
         )
         self.queue_depth = gauge("recheck_queue_depth", "Ids waiting in the queue")
+        self.groups_open = gauge(
+            "recheck_groups_open", "Groups whose breaker is open: their rows wait (group_breaker_failures)"
+        )
         self.priority_depth = gauge(
             "recheck_priority_queue_depth", "Of the ids waiting, those in the priority list (priority_column)"
         )

@@ -116,6 +116,10 @@ class Keys:
         # holds entries, and STRING: how many entries those lists hold (of groups:waiting's)
         self.groups_urgent = f"{tag}:groups:urgent"
         self.groups_urgent_waiting = f"{tag}:groups:urgent:waiting"
+        # The breaker per group (group_breaker_failures, docs/groups.md): HASH group -> "next probe
+        # ms:open ms:probe entry" of the groups it opened, HASH group -> checks failed in a row
+        self.groups_open = f"{tag}:groups:open"
+        self.groups_failing = f"{tag}:groups:failing"
         self.wake = f"{tag}:wake"  # LIST of tokens idle workers of a grouped workload block on
 
     def group_keys(self) -> list[str]:
@@ -131,6 +135,8 @@ class Keys:
             self.wake,
             self.groups_urgent,
             self.groups_urgent_waiting,
+            self.groups_open,
+            self.groups_failing,
         ]
 
     def group_list(self, name: bytes) -> str:

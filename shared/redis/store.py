@@ -65,6 +65,8 @@ class GroupOverview(NamedTuple):
     at_rate: int  # of them, held back by group_rate_limit now
     at_room: int  # of them, held back by group_max_in_flight now
     biggest: list[tuple[str, int]]  # (group, rows waiting) of the biggest few held back
+    open_count: int = 0  # groups whose breaker is open (group_breaker_failures)
+    open: tuple[str, ...] = ()  # the first few of them
 
 
 class Pushed(NamedTuple):
@@ -111,6 +113,16 @@ class Counts(NamedTuple):
     malformed: int = 0
     deferred: int = 0
     gone: int = 0  # rows deleted between dispatch and check: nothing to check or write
+
+
+class Acked(NamedTuple):
+    """What an acknowledgement did: finished entries the worker still held, and the groups whose
+    breaker it opened, closed, or kept open after a failed probe (their names as shown)."""
+
+    still_held: int
+    opened: list[str]
+    closed: list[str]
+    kept_open: list[str]
 
 
 class Overview(NamedTuple):
@@ -456,28 +468,39 @@ class Store:
         *,
         whole: bool,
         deferred: Sequence[bytes] = (),
-    ) -> int:
+        failed: Sequence[bytes] = (),
+    ) -> Acked:
         """Release finished and deferred entries still held, return untouched ones to the queue
         head, add the counts, each partition's share in its own script call (the counts go with
         the first partition touched: status sums every partition's counters). `whole`: these are
-        all the worker holds (lets Redis skip the membership test). Returns how many finished
-        entries the worker still held."""
+        all the worker holds (lets Redis skip the membership test). `failed`: the finished
+        entries whose checks failed, which a grouped workload's breaker counts."""
         done_by, deferred_by, back_by = self._split(done), self._split(deferred), self._split(back)
         touched = sorted(set(done_by) | set(deferred_by) | set(back_by)) or [0]
-        still_held = 0
+        breaker = self.groups.breaker_arg() if self.groups is not None else ""
+        failing = set(failed) if breaker else set()
+        acked = Acked(0, [], [], [])
         for position, index in enumerate(touched):
             k, finished = self.partitions[index], done_by.get(index, [])
+            if failing:  # the failed ones first, as ack.lua takes them
+                finished = [e for e in finished if e in failing] + [e for e in finished if e not in failing]
             held_up, untouched = deferred_by.get(index, []), back_by.get(index, [])
             added = counts if position == 0 else Counts()
-            still_held += self._run(
+            held, opened, closed, kept = self._run(
                 "ack",
                 [k.processing(worker), k.inflight, k.queue, k.stats, k.reclaims, k.sweep_guard,
                  k.dispatch_guard, k.completed, k.again, k.asked, k.dropped, k.priority_queue,
                  *k.group_keys(), k.asked_guard],
                 [int(whole), len(finished), len(held_up), *added, self._now(),
-                 *finished, *held_up, *untouched],
+                 sum(e in failing for e in finished), breaker, *finished, *held_up, *untouched],
             )  # fmt: skip
-        return still_held
+            acked = Acked(
+                acked.still_held + int(held),
+                acked.opened + [group_name(name) for name in opened],
+                acked.closed + [group_name(name) for name in closed],
+                acked.kept_open + [group_name(name) for name in kept],
+            )
+        return acked
 
     # -- write slots (writeslot.lua), in the first partition ---------------------------------
     def _slot_keys(self, slots: int) -> list[str]:
@@ -782,7 +805,14 @@ class Store:
         pipe = self.client.pipeline(transaction=False)
         pipe.zscore(k.groups_sleeping, group)
         pipe.sismember(k.groups_full, group)
-        asleep, full = pipe.execute()
+        pipe.hget(k.groups_open, group)
+        pipe.time()
+        asleep, full, opened, (seconds, micros) = pipe.execute()
+        if opened:
+            probe_ms = int(opened.split(b":", 1)[0])
+            wait = max(probe_ms / 1000 - seconds - micros / 1_000_000, 0.0)
+            failures = limit.breaker_failures
+            return f"held back by its breaker: {failures} checks failed in a row; next probe in {wait:.1f}s"
         if full:
             return f"held back: {limit.in_flight} checks running, its group_max_in_flight"
         if asleep is not None:
@@ -799,7 +829,9 @@ class Store:
         pipe.scard(k.groups_full)
         pipe.zrange(k.groups_sleeping, 0, 50)
         pipe.srandmember(k.groups_full, 50)
-        ready, at_rate, at_room, sleeping, full = pipe.execute()
+        pipe.hlen(k.groups_open)
+        pipe.hscan(k.groups_open, 0, count=examples)
+        ready, at_rate, at_room, sleeping, full, open_count, (_, opened) = pipe.execute()
         names = [*full, *sleeping]
         pipe = self.client.pipeline(transaction=False)
         for name in names:
@@ -809,7 +841,12 @@ class Store:
         sizes = [rest + urgent for rest, urgent in zip(lengths[::2], lengths[1::2], strict=True)]
         held = sorted(zip(sizes, names, strict=True), reverse=True)[:examples]
         return GroupOverview(
-            ready + at_rate + at_room, at_rate, at_room, [(group_name(name), size) for size, name in held]
+            ready + at_rate + at_room,
+            at_rate,
+            at_room,
+            [(group_name(name), size) for size, name in held],
+            open_count,
+            tuple(group_name(name) for name in list(opened)[:examples]),
         )
 
     # -- presence and status ----------------------------------------------------------------

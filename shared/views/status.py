@@ -169,6 +169,7 @@ def gather(
         facts.group_max_in_flight = workload.group_max_in_flight
         facts.groups_waiting, facts.groups_at_rate, facts.groups_at_room = groups[:3]
         facts.groups_held = [{"group": name, "waiting": size} for name, size in groups.biggest]
+        facts.groups_open, facts.groups_open_names = groups.open_count, list(groups.open)
     if workload.once:
         facts.once = True
         facts.pending = rows.count_pending(cap)
@@ -416,6 +417,8 @@ def held_groups(facts: StatusFacts) -> str:
     )
     if facts.groups_held:
         text += "; e.g. " + ", ".join(f"{g['group']} ({g['waiting']:,} waiting)" for g in facts.groups_held)
+    if facts.groups_open:
+        text += f"; breaker open for {facts.groups_open:,}: " + ", ".join(facts.groups_open_names)
     return text
 
 

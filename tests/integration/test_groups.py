@@ -440,3 +440,57 @@ def test_a_merchants_express_rows_start_before_its_import_within_its_limit(
     assert late[-1] <= 3.0 + SCHEDULING_SLACK_S, late
     assert done_then < 2000, done_then  # the import was far from done: they did not wait for it
     assert int(counter.get("test:most")) <= 10
+
+
+@pytest.mark.serial
+def test_one_merchant_down_its_breaker_holds_its_rows_and_the_others_keep_their_rhythm(
+    make_settings, procs, tmp_path
+):
+    """The breaker per group (issue 47, item 1) on real workers: 1,000 rows every 4 s in 4 groups
+    of 250 (250 checks/s), one group's calls failing for 6 s. Its calls fall to a probe per open
+    time; the other groups keep their rhythm; once it answers again it is back within its
+    longest open time (2 s here) and a poll."""
+    settings = grouped(
+        make_settings,
+        {"group_breaker_failures": 5, "group_breaker_open": 0.5, "group_breaker_open_max": 2.0},
+        interval=4.0,
+    )
+    seed_rows(settings, 1000, due_now=True)
+    spread = "INTERVAL (user_id * 16) % 4000 * 1000 MICROSECOND"  # each group due over the interval
+    run_sql(settings, f"UPDATE {settings.table} SET tenant = CONCAT('m', (user_id - 1) DIV 250), "
+                      f"{settings.due_column} = NOW(3) + {spread}")  # fmt: skip
+    down = tmp_path / "down"
+    env = {"RECHECK_CHECK": "tests.support.checks:one_group_down", "TEST_CHECK_RECORD": str(tmp_path),
+           "TEST_PROVIDER_DOWN": str(down), "TEST_DOWN_UP_TO": "250"}  # fmt: skip
+    procs.start("dispatcher", settings)
+    for _ in range(2):
+        procs.start("worker", settings, env=env)
+
+    def calls() -> dict[str, list[float]]:
+        return calls_per_group(tmp_path, lambda key: f"m{(key - 1) // 250}")
+
+    wait_for(lambda: len(calls().get("m0", [])) >= 250, 20, "every row of m0 checked once")
+    before_start = time.time()
+    time.sleep(4)  # a sampling period: the groups' rate before
+    before = sum(1 for t in calls()["m0"] if t >= before_start) / 4
+    down.touch()
+    outage_start = time.time()
+    time.sleep(5)  # the outage: sampled
+    status = recheck("status", settings=settings).stdout  # while it lasts
+    down.unlink()
+    outage_end = time.time()
+    m0_during = [t for t in calls()["m0"] if outage_start + 1 <= t < outage_end]
+    during = len(m0_during) / (outage_end - outage_start - 1)
+    wait_for(
+        lambda: sum(1 for t in calls()["m0"] if t >= outage_end) >= 50, 2.0 + 4.0 + SCHEDULING_SLACK_S,
+        "m0 back at its rate",
+    )  # fmt: skip
+    back_after = sorted(t for t in calls()["m0"] if t >= outage_end)[49] - outage_end
+    others = [t for name, times in calls().items() if name != "m0" for t in times]
+    rate_others = sum(1 for t in others if outage_start <= t < outage_end) / (outage_end - outage_start)
+    print(f"breaker: m0 {before:.1f} calls/s before, {during:.2f}/s during its outage (after its first "
+          f"second), its 50th call {back_after:.2f} s after it recovered; the other groups "
+          f"{rate_others:.1f} calls/s during it")  # fmt: skip
+    assert during <= 0.05 * before, (during, before)
+    assert rate_others >= 0.8 * 3 * before, (rate_others, before)  # 3 groups, as many rows each
+    assert "breaker open for 1: m0" in status, status

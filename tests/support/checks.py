@@ -228,6 +228,16 @@ def flaky_provider(ids: list) -> list[str]:
     return ["ok"] * len(ids)
 
 
+def one_group_down(ids: list) -> list:
+    """stamped; while the file TEST_PROVIDER_DOWN exists, the ids up to TEST_DOWN_UP_TO fail (one
+    merchant's endpoint answering 500), the others succeed (the breaker tests)."""
+    stamped(ids)
+    if not Path(os.environ["TEST_PROVIDER_DOWN"]).exists():
+        return ["ok"] * len(ids)
+    down = int(os.environ["TEST_DOWN_UP_TO"])
+    return [RuntimeError("merchant answered 500") if int(i) <= down else "ok" for i in ids]
+
+
 _COUNT_UP = """
 local running = redis.call('INCR', KEYS[1])
 if running > tonumber(redis.call('GET', KEYS[2]) or 0) then redis.call('SET', KEYS[2], running) end

@@ -5,7 +5,9 @@ from importlib import resources
 
 import pytest
 
-from recheck.shared.redis.scripts import INCLUDE, resolve, script_source
+from recheck.shared.config import Settings
+from recheck.shared.redis.keys import Keys
+from recheck.shared.redis.scripts import INCLUDE, read_part, resolve, script_source
 from recheck.shared.redis.store import SCRIPT_NAMES
 
 LUA = resources.files("recheck.shared.redis").joinpath("lua")
@@ -41,3 +43,10 @@ def test_every_part_is_used_and_files_stay_short():
     assert parts == included
     long = {name for name, text in FILES.items() if len(text.splitlines()) > 150}
     assert not long  # issue 46: no script over 150 lines
+
+
+def test_the_group_key_block_is_as_long_in_the_scripts_as_in_keys_py():
+    """_lib.lua GROUP_KEYS: the scripts name the keys after the block by offset from it."""
+    declared = re.search(r"^local GROUP_KEYS = (\d+)$", read_part("_lib"), re.MULTILINE)
+    keys = Keys.every_partition(Settings(_env_file=None).default_workload())[0]
+    assert declared and int(declared.group(1)) == len(keys.group_keys())

@@ -27,7 +27,7 @@ from recheck.shared.core.failures import error_group
 from recheck.shared.mysql.db import Database
 from recheck.shared.process.metrics import RecentMax, WorkloadWorkerMetrics
 from recheck.shared.redis.connection import REDIS_DOWN
-from recheck.shared.redis.store import Counts, Store
+from recheck.shared.redis.store import Acked, Counts, Store
 from recheck.workers.checks import Outcome
 from recheck.workers.writing.writeback import NOTHING_WRITTEN, WriteBack, Written
 from recheck.workers.writing.writeslots import WriteSlots
@@ -115,7 +115,16 @@ class Completer:
                 self.store.signal_changes()
         deferred = set(written.deferred)  # usually empty: then no entry is looked up in it
         done = [e for e in entries if e not in deferred] if deferred else entries
-        self.acknowledge([*done, *malformed, *gone], [], written, len(malformed), written.deferred, len(gone))
+        failed_entries = [item.entry for item, outcome in zip(items, outcomes, strict=True) if not outcome.ok]
+        self.acknowledge(
+            [*done, *malformed, *gone],
+            [],
+            written,
+            len(malformed),
+            written.deferred,
+            len(gone),
+            failed_entries,
+        )
         if items:
             self.counters.batches += 1
             self.record_lateness(items, outcomes, deferred)
@@ -152,6 +161,24 @@ class Completer:
                 groups[group] = (count + 1, examples)
         with contextlib.suppress(*REDIS_DOWN):
             self.store.record_errors(groups, self.writeback.db_epoch())
+
+    def log_breakers(self, acked: Acked) -> None:
+        """One line per change of a group's breaker (the acknowledgement that made it says so)."""
+        limit = self.writeback.workload
+        prefix = limit.log_prefix
+        for name in acked.opened:
+            log.warning(
+                "%sgroup %s: %d checks failed in a row; its breaker is open, its rows wait %gs for a probe",
+                prefix, name, limit.group_breaker_failures, limit.group_breaker_open,
+            )  # fmt: skip
+        for name in acked.kept_open:
+            log.warning(
+                "%sgroup %s: its probe failed; its breaker stays open (the wait doubled)", prefix, name
+            )
+        for name in acked.closed:
+            log.warning(
+                "%sgroup %s: its probe succeeded; its breaker is closed, its rows go again", prefix, name
+            )
 
     def give_back(self, entries: Sequence[bytes], malformed: Sequence[bytes] = ()) -> None:
         """Return untouched entries to the head of the queue (malformed ones are dropped)."""
@@ -195,13 +222,19 @@ class Completer:
         malformed: int,
         deferred: Sequence[bytes] = (),
         gone: int = 0,
+        failed: Sequence[bytes] = (),
     ) -> None:
-        """Release finished (and deferred) entries and return untouched ones, through outages."""
+        """Release finished (and deferred) entries and return untouched ones, through outages;
+        `failed`: those whose checks failed (a group's breaker counts them)."""
         counts = Counts(written.succeeded, written.failed, written.stale, malformed, len(deferred), gone)
         whole = self.whole_batches
-        self.persist(
-            lambda: self.store.acknowledge(self.worker_id, done, back, counts, whole=whole, deferred=deferred)
+        acked = self.persist(
+            lambda: self.store.acknowledge(
+                self.worker_id, done, back, counts, whole=whole, deferred=deferred, failed=failed
+            )
         )
+        if isinstance(acked, Acked):
+            self.log_breakers(acked)
         c = self.counters
         c.checked += written.succeeded
         c.failed += written.failed

@@ -1,6 +1,20 @@
 -- _group_rounds.lua (included by pop.lua, for _take_groups.lua): a visit's pops from a group's
 -- lists, what a round of visits to the groups writes once, and the sweep of their arrival times.
 
+-- A group its breaker opened (state: its G.open value; false: closed): the ms until which it
+-- waits (false once its next probe's time has come: a visit then takes one entry, the probe),
+-- and its open time. A probe taken: the group waits for its outcome (_group_breaker.lua), or
+-- one open time more should it never come (its worker died); returns until when.
+local function breaker_wait(state, now_ms)
+  if not state then return false, 0 end
+  local next_ms, open_for = split_open(state)
+  return now_ms < next_ms and next_ms, open_for
+end
+local function probe_taken(name, probe, now_ms, open_for)
+  redis.call('HSET', G.open, name, string.format('%d:%d:%s', now_ms + open_for, open_for, probe))
+  return now_ms + open_for
+end
+
 -- Up to `wanted` live entries of one of a group's lists into taken, each with its group in
 -- pairs_ (for G.of). Dropped entries (paused, superseded) take no token and no room: the visit
 -- goes on past them, up to D.left of them per take (D.any: any entry is dropped at all).

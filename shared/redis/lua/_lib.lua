@@ -45,10 +45,10 @@ local function completed_windows(prefix, now_us)
   return prefix .. ':' .. window, prefix .. ':' .. (window - 1), (window + 3) * COMPLETED_WINDOW_S * 1000
 end
 
--- Groups (group_column, docs/groups.md): the block of ten keys a script names from KEYS[first]
--- on, in the order shared/redis/keys.py `Keys.group_keys` gives them:
+-- Groups (group_column, docs/groups.md): the block of GROUP_KEYS keys a script names from
+-- KEYS[first] on, in the order shared/redis/keys.py `Keys.group_keys` gives them:
 --   prefix   the group lists' common prefix: LIST prefix..hex holds a group's waiting entries
---            (their rate limits' arrival times are pop.lua's KEYS[24], a hash); with priority,
+--            (their rate limits' arrival times: pop.lua's K.group_rates, a hash); with priority,
 --            LIST prefix..'!'..hex holds its priority rows' entries, taken first (_group_push.lua)
 --   ring     LIST  groups with entries waiting that their limits let go, in turn (round robin)
 --   sleeping ZSET  groups held back by their rate -> ms when their next token is due
@@ -58,13 +58,39 @@ end
 --   waiting  STRING entries waiting in all the group lists (the dispatcher's backpressure)
 --   wake     LIST  "~" tokens: idle workers of a grouped workload block on it, not the queue
 --   urgent   SET   groups whose priority list holds entries; urgent_waiting STRING: how many
+--   open     HASH  group -> "next probe ms:open ms:probe entry" of a group its breaker opened
+--   failing  HASH  group -> its checks that failed in a row (_group_breaker.lua)
 -- Invariant: a group's lists are not both empty exactly while the group is in one of ring,
 -- sleeping, full; every script that fills a group's lists from empty puts it in the ring.
+local GROUP_KEYS = 12
 local function group_keys(first)
   return {prefix = KEYS[first], ring = KEYS[first + 1], sleeping = KEYS[first + 2],
           full = KEYS[first + 3], running = KEYS[first + 4], of = KEYS[first + 5],
           waiting = KEYS[first + 6], wake = KEYS[first + 7], urgent = KEYS[first + 8],
-          urgent_waiting = KEYS[first + 9]}
+          urgent_waiting = KEYS[first + 9], open = KEYS[first + 10], failing = KEYS[first + 11]}
+end
+
+-- One reply per name, of one command per CHUNK names (HMGET's values, SMISMEMBER's flags).
+local function per_name(command, key, names)
+  local values = {}
+  for _, reply in ipairs(chunked(command, key, names)) do
+    for _, value in ipairs(reply) do values[#values + 1] = value end
+  end
+  return values
+end
+
+-- Milliseconds of the clock a script is given (microseconds, as text; '' in production: Redis').
+local function clock_ms(now_us)
+  if now_us ~= '' then return math.floor(tonumber(now_us) / 1000) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A group's G.open value "next probe ms:open ms:probe entry" (_group_breaker.lua), split.
+local function split_open(value)
+  local a = find(value, ':', 1, true)
+  local b = find(value, ':', a + 1, true)
+  return tonumber(sub(value, 1, a - 1)), tonumber(sub(value, a + 1, b - 1)), sub(value, b + 1)
 end
 
 -- A group's priority list (keys.py Keys.group_urgent_list): hex names never hold '!'.
@@ -81,66 +107,4 @@ local HASHTABLE = {'~', string.rep('~', 80)}
 -- the next itself, pop.lua).
 local function group_wake(g)
   if redis.call('LLEN', g.wake) == 0 then redis.call('RPUSH', g.wake, '~') end
-end
-
--- Entries leave a worker (acknowledged, given back, quarantined, released as orphans): each
--- gives its group's room back (group_max_in_flight), and a group held back at that limit rejoins
--- the ring. Entries a group did not give (none of a workload without groups) are skipped.
--- ended (pop.lua): checks over, entries still held: room back now, g.of keeps '~'..group (an
--- ack then only forgets it; a give-back still finds the group's list).
-local function group_release(g, entries, ended)
-  if #entries == 0 or redis.call('EXISTS', g.of) == 0 then return end
-  local counts, names = {}, {}
-  for start = 1, #entries, CHUNK do
-    local part = {unpack(entries, start, math.min(start + CHUNK - 1, #entries))}
-    local found = redis.call('HMGET', g.of, unpack(part))
-    local gone, marked = {}, {}
-    for k, name in ipairs(found) do
-      local counted = name and sub(name, 1, 1) ~= '~'
-      if name and not ended then gone[#gone + 1] = part[k] end
-      if counted and ended then
-        marked[#marked + 1] = part[k]
-        marked[#marked + 1] = '~' .. name
-      end
-      if counted then
-        if not counts[name] then
-          counts[name] = 0
-          names[#names + 1] = name
-        end
-        counts[name] = counts[name] + 1
-      end
-    end
-    if #gone > 0 then redis.call('HDEL', g.of, unpack(gone)) end
-    if #marked > 0 then redis.call('HSET', g.of, unpack(marked)) end
-  end
-  if #names == 0 or redis.call('EXISTS', g.running) == 0 then return end  -- no group_max_in_flight
-  local still, idle, at = {}, {}, 0
-  for _, reply in ipairs(chunked('HMGET', g.running, names)) do
-    for _, value in ipairs(reply) do
-      at = at + 1
-      local name = names[at]
-      local left = (tonumber(value) or 0) - counts[name]
-      if left > 0 then
-        still[#still + 1] = name
-        still[#still + 1] = left
-      else
-        idle[#idle + 1] = name
-      end
-    end
-  end
-  if #still > 0 then chunked('HSET', g.running, still, HASHTABLE) end
-  if #idle > 0 then chunked('HDEL', g.running, idle) end
-  if redis.call('SCARD', g.full) == 0 then return end  -- usually: no group at its limit
-  local freed, at = {}, 0
-  for _, flags in ipairs(chunked('SMISMEMBER', g.full, names)) do
-    for _, flag in ipairs(flags) do
-      at = at + 1
-      if flag == 1 then freed[#freed + 1] = names[at] end
-    end
-  end
-  if #freed > 0 then
-    chunked('SREM', g.full, freed)
-    chunked('RPUSH', g.ring, freed)
-    group_wake(g)
-  end
 end

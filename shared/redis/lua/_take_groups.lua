@@ -45,33 +45,25 @@ local function take_groups(taken, most_taken, wait)
   local T = {share = tonumber(A.priority_share) or 0, owed = 0, popped = 0, urgent = 0}
   if any_urgent and T.share > 0 then T.owed = tonumber(redis.call('GET', K.turns) or 0) end
   local pairs_, visited_all, emptied = {}, 0, {}
+  local any_open, gnow_ms = redis.call('EXISTS', G.open) == 1, math.floor(gnow / 1000)
   -- Rounds: the next groups of the ring at once, their tokens and room read in one command each;
   -- per group visited, one LPOP (and an LLEN when it gave all it was asked); their tokens and
   -- where each goes afterwards are written once per round.
   while #taken < most_taken and visits_left > 0 do
     local names = redis.call('LPOP', G.ring, visits_left)
     if not names then break end
-    local arrivals, runs, spent, urgent = {}, {}, {}, {}
-    if any_urgent then
-      for _, reply in ipairs(chunked('SMISMEMBER', G.urgent, names)) do
-        for _, flag in ipairs(reply) do urgent[#urgent + 1] = flag == 1 end
-      end
-    end
-    if grate > 0 then
-      for _, reply in ipairs(chunked('HMGET', K.group_rates, names)) do
-        for _, value in ipairs(reply) do arrivals[#arrivals + 1] = value end
-      end
-    end
-    if gmost > 0 then
-      for _, reply in ipairs(chunked('HMGET', G.running, names)) do
-        for _, value in ipairs(reply) do runs[#runs + 1] = value end
-      end
-    end
+    local spent, arrivals, runs, urgent, opens = {}, {}, {}, {}, {}
+    if any_urgent then urgent = per_name('SMISMEMBER', G.urgent, names) end
+    if grate > 0 then arrivals = per_name('HMGET', K.group_rates, names) end
+    if gmost > 0 then runs = per_name('HMGET', G.running, names) end
+    if any_open then opens = per_name('HMGET', G.open, names) end
     local again, full, sleeping, running_now, visited = {}, {}, {}, {}, 0
     for i, name in ipairs(names) do
       if #taken >= most_taken then break end
       visited = i
       local room, arrival, run = math.min(quantum, most_taken - #taken), 0, 0
+      local until_ms, open_for = breaker_wait(opens[i], gnow_ms)  -- its breaker open: it waits
+      if until_ms then room = 0 elseif opens[i] then room = math.min(room, 1) end  -- or a probe
       if grate > 0 then
         arrival = math.max(tonumber(arrivals[i]) or 0, gnow)
         room = math.min(room, math.floor((gnow + gahead - arrival) * grate / 1000000))
@@ -83,8 +75,9 @@ local function take_groups(taken, most_taken, wait)
       local more = true  -- entries left in its list (not known to be empty)
       if room > 0 then
         local got, urgent_more
-        got, more, urgent_more = visit_group(name, room, urgent[i], taken, pairs_, D, T)
-        if urgent[i] and not urgent_more then emptied[#emptied + 1] = name end
+        got, more, urgent_more = visit_group(name, room, urgent[i] == 1, taken, pairs_, D, T)
+        if urgent[i] == 1 and not urgent_more then emptied[#emptied + 1] = name end
+        if opens[i] and got > 0 then until_ms = probe_taken(name, taken[#taken], gnow_ms, open_for) end
         if got > 0 and grate > 0 then
           arrival = arrival + got * 1000000 / grate
           spent[#spent + 1] = name
@@ -97,7 +90,11 @@ local function take_groups(taken, most_taken, wait)
         end
       end
       if more then  -- where the group waits now
-        if gmost > 0 and run >= gmost then
+        if until_ms then
+          sleeping[#sleeping + 1] = until_ms
+          sleeping[#sleeping + 1] = name
+          held_back = name
+        elseif gmost > 0 and run >= gmost then
           full[#full + 1] = name
           held_back = name
         elseif grate > 0 and (gnow + gahead - arrival) * grate < 1000000 then

@@ -4,7 +4,7 @@
 -- KEYS[3]  queue       LIST  untouched entries go back to its head
 -- KEYS[4]  stats       HASH  counters
 -- KEYS[5]  reclaims    HASH  id -> times reclaimed (cleared for ids that completed)
--- KEYS[6]  sweep guard, KEYS[7] dispatch guard, KEYS[23] asked guard   STRING  while any exists,
+-- KEYS[6]  sweep guard, KEYS[7] dispatch guard, KEYS[25] asked guard   STRING  while any exists,
 --          a pass is rereading rows that may be in flight: record what completes in KEYS[8]
 -- KEYS[8]  completed   the prefix of the HASHes id -> due_ms, one per 10 s window of the Redis
 --          clock (_lib.lua completed_windows): a completion is recorded in its time's window
@@ -15,7 +15,7 @@
 -- KEYS[12] priority    LIST  the priority rows' queue (dispatch.lua): while it holds entries,
 --          untouched entries go back to ITS head, the list taken first (an entry does not say
 --          which list it came from; a rest's entry given back then goes first once)
--- KEYS[13..22] the group keys (_lib.lua group_keys): a grouped workload's entries give their
+-- KEYS[13..24] the group keys (_lib.lua group_keys): a grouped workload's entries give their
 --          group's room back (group_max_in_flight); untouched ones go back to the head of their
 --          group's list (they had their group's turn and token), not to the queue
 -- ARGV[1]  1 if these entries are everything the worker holds (a batch worker's ack), else 0
@@ -25,9 +25,12 @@
 -- ARGV[4..9] counters to add: checked, failed, stale, malformed, deferred, gone
 -- ARGV[10] now in microseconds, set by a test's clock; '' (always, in production): the Redis
 --          clock, read with TIME (the completions' windows: the clock dispatch.lua reads them by)
--- ARGV[11 .. 10+F] finished entries; ARGV[11+F .. 10+F+D] deferred entries; the rest: untouched
+-- ARGV[11] how many of the finished entries failed: the first ones (a group's breaker counts them)
+-- ARGV[12] the groups' breaker, "failures in a row:open ms:most open ms"; '' for none
+-- ARGV[13 .. 12+F] finished entries; ARGV[13+F .. 12+F+D] deferred entries; the rest: untouched
 --          entries, to check again first
--- Returns  how many finished entries this worker still held.
+-- Returns  {how many finished entries this worker still held, {groups its breaker opened},
+--          {groups closed again}, {groups kept open by a failed probe}} (_group_breaker.lua)
 -- Fencing: an entry counts only while it is still in this worker's set (a reclaimer may have
 -- taken it), and the id leaves the in-flight set only if it is still in flight for that same
 -- due time, so a paused worker that wakes up late cannot release someone else's work.
@@ -36,12 +39,14 @@
 local K = {processing = KEYS[1], inflight = KEYS[2], queue = KEYS[3], stats = KEYS[4],
            reclaims = KEYS[5], sweep_guard = KEYS[6], dispatch_guard = KEYS[7], completed = KEYS[8],
            again = KEYS[9], asked = KEYS[10], dropped = KEYS[11], priority = KEYS[12],
-           asked_guard = KEYS[23]}
+           asked_guard = KEYS[13 + GROUP_KEYS]}
 local G = group_keys(13)
-local FIRST = 11
+local FIRST = 13
 
 -- #include _group_push
+-- #include _group_release
 -- #include _ack_release
+-- #include _group_breaker
 
 local whole = ARGV[1] == '1'
 local n_done, n_deferred = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -77,6 +82,9 @@ if state.guarded then
   state.completed, _before, state.completed_until = completed_windows(K.completed, ARGV[10])
 end
 
+local opened, closed, kept = judge_groups(held, FIRST, tonumber(ARGV[11]), first_deferred - 1, ARGV[12],
+  ARGV[12] ~= '' and clock_ms(ARGV[10]) or 0)
+
 if redis.call('EXISTS', K.dropped) == 1 then  -- usually not: one EXISTS per ack then
   local gone = {}
   for i = FIRST, first_back - 1 do
@@ -95,4 +103,4 @@ for i, name in ipairs(counters) do
   if n > 0 then redis.call('HINCRBY', K.stats, name, n) end
 end
 if returned > 0 then redis.call('HINCRBY', K.stats, 'returned', returned) end
-return finished
+return {finished, opened, closed, kept}

@@ -6,15 +6,17 @@
 -- KEYS[5]  stats       HASH  counter "orphans"
 -- KEYS[6]  workers     SET   registered workers; must equal the worker ids in ARGV
 -- KEYS[7]  priority    LIST  the priority rows' queue (dispatch.lua)
--- KEYS[8..17] the group keys (_lib.lua group_keys): entries waiting in a group's lists are held;
+-- KEYS[8..19] the group keys (_lib.lua group_keys): entries waiting in a group's lists are held;
 --          a released id's entry gives its group's room back
--- KEYS[18..]           processing SET and landing LIST of each of those workers, in pairs
+-- KEYS[20..]           processing SET and landing LIST of each of those workers, in pairs
 -- ARGV[1]  N, the number of candidates that follow as id, due_ms pairs (in flight for a due
 --          time older than the caller's cutoff, found by HSCAN)
 -- ARGV[2 .. 1+2N]  the candidates; ARGV[2+2N ..] the worker ids the caller read from KEYS[6]
 -- Returns  the released ids, or -1 if the set of workers changed meanwhile (call again).
 -- Only a lost write or a worker dying between BLMOVE and its next pop can leave such ids;
 -- without this they would block their rows from dispatch forever.
+-- #include _group_release
+
 local n = tonumber(ARGV[1])
 local workers = {}
 for i = 2 + 2 * n, #ARGV do workers[#workers + 1] = ARGV[i] end
@@ -42,7 +44,7 @@ for _, name in ipairs(redis.call('ZRANGE', g.sleeping, 0, -1)) do names[#names +
 for _, name in ipairs(redis.call('SMEMBERS', g.full)) do names[#names + 1] = name end
 for _, name in ipairs(names) do mark(redis.call('LRANGE', g.prefix .. name, 0, -1)) end
 for _, name in ipairs(redis.call('SMEMBERS', g.urgent)) do mark(redis.call('LRANGE', urgent_list(g, name), 0, -1)) end
-for k = 18, #KEYS, 2 do
+for k = 8 + GROUP_KEYS, #KEYS, 2 do
   mark(redis.call('SMEMBERS', KEYS[k]))
   mark(redis.call('LRANGE', KEYS[k + 1], 0, -1))
 end

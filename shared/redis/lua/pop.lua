@@ -14,9 +14,9 @@
 --                            for meanwhile is asked again, as ack.lua does
 -- KEYS[12] priority    LIST  the priority rows' entries (dispatch.lua), taken before KEYS[1]'s
 -- KEYS[13] turns       STRING  the rest's share of takes not handed out yet (a fraction of one)
--- KEYS[14..23] the group keys (_lib.lua group_keys): a grouped workload's entries wait in its
+-- KEYS[14..25] the group keys (_lib.lua group_keys): a grouped workload's entries wait in its
 --          groups' lists, taken in turn (_take_groups.lua)
--- KEYS[24] group rates HASH  group -> its rate limit's arrival time (us on the Redis clock, as
+-- KEYS[26] group rates HASH  group -> its rate limit's arrival time (us on the Redis clock, as
 --          KEYS[5]), read and written once per round of visits
 -- ARGV[1]  how many entries at most (0: only move what landed, e.g. at shutdown)
 -- ARGV[2]  1: take no reclaimed group (the caller is filling a batch it has begun elsewhere,
@@ -50,7 +50,7 @@
 local K = {queue = KEYS[1], suspects = KEYS[2], processing = KEYS[3], landing = KEYS[4],
            rate = KEYS[5], running = KEYS[6], workers = KEYS[7], dropped = KEYS[8],
            inflight = KEYS[9], again = KEYS[10], asked = KEYS[11], priority = KEYS[12],
-           turns = KEYS[13], group_rates = KEYS[24]}
+           turns = KEYS[13], group_rates = KEYS[14 + GROUP_KEYS]}
 local G = group_keys(14)
 local A = {limit = tonumber(ARGV[1]), no_group = ARGV[2] == '1', rate = tonumber(ARGV[3]),
            burst = tonumber(ARGV[4]), most = tonumber(ARGV[5]), worker = ARGV[6],
@@ -60,6 +60,7 @@ local A = {limit = tonumber(ARGV[1]), no_group = ARGV[2] == '1', rate = tonumber
 
 -- #include _take_grant
 -- #include _take_lists
+-- #include _group_release
 -- #include _take_drops
 -- #include _group_rounds
 -- #include _take_groups

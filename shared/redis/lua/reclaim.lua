@@ -9,7 +9,7 @@
 -- KEYS[8]  stats       HASH    counters "reclaimed", "poisoned"
 -- KEYS[9]  running     HASH    worker -> checks it may be running (max_in_flight, pop.lua): the
 --          dead worker's checks ended with it
--- KEYS[10..19] the group keys (_lib.lua group_keys): an entry set aside for quarantine gives its
+-- KEYS[10..21] the group keys (_lib.lua group_keys): an entry set aside for quarantine gives its
 --          group's room back; reclaimed ones keep it (still in transit: their next holder's ack
 --          gives it back)
 -- ARGV[1]  worker id
@@ -31,6 +31,8 @@
 -- innocent id alone once, in its small retry batch; catching it alone twice running is the check.
 -- Reclaimed ids stay in the in-flight set: they are still in transit, just elsewhere.
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+-- #include _group_release
+
 local held = redis.call('SMEMBERS', KEYS[2])
 for _, entry in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do held[#held + 1] = entry end
 table.sort(held)
