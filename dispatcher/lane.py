@@ -14,7 +14,14 @@ import time
 from recheck.dispatcher.dispatcher import ASKED_EVERY, AskedPusher, Dispatcher, DuePusher
 from recheck.dispatcher.lease import Lease, NotLeader
 from recheck.dispatcher.monitor import Monitor
-from recheck.dispatcher.reconciler import Housekeeper, OrphanCollector, Reclaimer, Sweeper
+from recheck.dispatcher.reconciler import (
+    GROUP_LIMITS_EVERY,
+    GroupLimitsCopier,
+    Housekeeper,
+    OrphanCollector,
+    Reclaimer,
+    Sweeper,
+)
 from recheck.shared.config import Workload
 from recheck.shared.core.records import DispatcherBeat
 from recheck.shared.mysql.db import Database
@@ -75,6 +82,8 @@ class DispatchLane:
             "housekeeping": (Housekeeper(s, own_db(), self.store), s.deployment.orphan_interval, True),
             "asked": (self.asked, ASKED_EVERY, True),
         }
+        if s.group_limits_table:  # an operator's change reaches the takes within this period
+            jobs["group_limits"] = (GroupLimitsCopier(s, own_db(), self.store), GROUP_LIMITS_EVERY, True)
         if (
             s.deployment.metrics_port or s.deployment.dashboard_port
         ):  # sampling costs MySQL queries: only when someone looks

@@ -20,16 +20,18 @@ from recheck.dispatcher.dispatcher import END, START, DuePusher
 from recheck.shared.config import Workload
 from recheck.shared.core.entries import Key, datetime_to_ms, entry_key
 from recheck.shared.core.keys import KeyKind
+from recheck.shared.core.limits import own_limits
 from recheck.shared.core.partitions import reclaim_split
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.process.metrics import dispatcher_metrics
-from recheck.shared.redis.store import Store
+from recheck.shared.redis.store import Store, group_name
 
 log = logging.getLogger(__name__)
 
 SPLIT_WAYS = 8  # a dead worker's entries come back as this many batches (see reclaim.lua)
 ERRORS_KEPT_S = 86_400.0  # failures grouped by error are forgotten a day after the last one
+GROUP_LIMITS_EVERY = 5.0  # seconds between copies of the group limits table into Redis
 
 
 class Job:
@@ -44,6 +46,27 @@ class Job:
     def keys(self) -> KeyKind:
         """The id column's kind: entries are parsed and batches written by it (read once)."""
         return self.rows.keys
+
+
+class GroupLimitsCopier(Job):
+    """Copies the group limits table (group_limits_table) into Redis, where takes read it: an
+    operator's change reaches the workers within a run, without a restart. A row no limit can be
+    (a negative rate, a weight of 0) is left out, with one warning line a run."""
+
+    def run_once(self) -> int:
+        own, bad = {}, []
+        for name, rate, room, weight in self.rows.group_limits():
+            try:
+                own[name] = own_limits(rate, room, weight)
+            except ValueError as error:
+                bad.append(f"{group_name(name)} ({error})")
+        if bad:
+            log.warning(
+                "%sgroup limits table %s: left out %d rows no limit can be: %s",
+                self.workload.log_prefix, self.workload.group_limits_table, len(bad), ", ".join(bad[:5]),
+            )  # fmt: skip
+        self.store.set_group_limits(own)
+        return len(own)
 
 
 class Reclaimer(Job):

@@ -376,6 +376,9 @@ class WorkloadFields(BaseModel):
     group_breaker_failures: Annotated[int, Field(ge=0, le=1_000_000)] = 0
     group_breaker_open: Annotated[float, Field(gt=0, le=86_400)] = 5.0
     group_breaker_open_max: Annotated[float, Field(gt=0, le=86_400)] = 300.0
+    # A table of limits and weights per group (docs/groups.md), read again every few seconds by
+    # the dispatcher's leader: a group it names has its own rate, room and share of the turns.
+    group_limits_table: Annotated[str, AfterValidator(_optional_identifier)] = ""
 
 
 GROUP_WATER = 10  # a grouped workload keeps up to 10 x high_water entries waiting (Workload.waiting_limit)
@@ -435,6 +438,8 @@ class Workload(WorkloadFields):
             raise ValueError("changes: a row deleted when done has no stored result to compare (done = keep)")
         if (self.group_rate_limit or self.group_max_in_flight) and not self.group_column:
             raise ValueError("group_rate_limit: group limits need a group_column")
+        if self.group_limits_table and not self.group_column:
+            raise ValueError("group_limits_table: limits per group need a group_column")
         if self.group_breaker_failures and not self.group_column:
             raise ValueError("group_breaker_failures: a breaker per group needs a group_column")
         if self.group_breaker_open_max < self.group_breaker_open:

@@ -31,16 +31,18 @@ from recheck.shared.mysql.schema import (
     changes_table_missing,
     create_changes_table,
     create_database,
+    create_group_limits_table,
     create_table,
     database_exists,
     feed_taken,
     grant_app_user,
+    group_limits_table_missing,
     inspect_table,
     missing_table,
     read_columns,
     table_comment,
 )
-from recheck.shared.mysql.sql import quote
+from recheck.shared.mysql.sql import Queries, quote
 from recheck.shared.policies.lifecycle import lifecycle_of
 
 DEMO_TABLE = WorkloadFields.model_fields["table"].default  # the one table init-db creates unasked
@@ -83,6 +85,14 @@ def init_db(
                 return 1
             create_changes_table(workload, db)
             say(f"created table {database}.{workload.changes_table} (the change feed)")
+        if code == 0 and group_limits_table_missing(workload, db):
+            table = workload.group_limits_table
+            if not (apply or may_create):
+                say(f"workload {workload.name!r} reads limits per group from {table}: run `recheck init-db "
+                    f"--apply` to create it:\n{Queries(workload).create_group_limits}")  # fmt: skip
+                return 1
+            create_group_limits_table(workload, db)
+            say(f"created table {database}.{table} (limits per group: empty, every group has the workload's)")
         taken = feed_taken(workload, db) if code == 0 else None
         if taken:
             say(taken)

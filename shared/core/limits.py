@@ -9,6 +9,7 @@ spread over the partitions by a hash, so each has about 1/K of the work.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 GRANT_WINDOW = 0.1  # seconds of rate one grant may hand out at most (over all workers)
@@ -38,6 +39,31 @@ def partition_limits(rate_limit: float, max_in_flight: int, partitions: int) -> 
     burst = max(1, round(rate * GRANT_WINDOW))
     base, extra = divmod(max_in_flight, partitions)
     return [PartLimit(rate, burst, base + (index < extra)) for index in range(partitions)]
+
+
+def own_limits(rate: object, in_flight: object, weight: object) -> str:
+    """A group's own limits as pop.lua reads them ("rate:in flight:weight", '' where the group has
+    the workload's: a NULL of the group limits table). ValueError for a value no limit can be: a
+    negative rate or room, a weight not a whole number from 1 to 1,000."""
+    parts = []
+    for name, value, whole in (
+        ("rate_limit", rate, False),
+        ("max_in_flight", in_flight, True),
+        ("weight", weight, True),
+    ):
+        if value is None:
+            parts.append("")
+            continue
+        number = float(str(value))
+        if (
+            not math.isfinite(number)
+            or number < 0
+            or (whole and number != int(number))
+            or (name == "weight" and not 1 <= number <= 1000)
+        ):
+            raise ValueError(f"{name} {value!r}")
+        parts.append(str(int(number)) if whole else repr(number))
+    return ":".join(parts)
 
 
 @dataclass(frozen=True)

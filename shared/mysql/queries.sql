@@ -351,6 +351,23 @@ SELECT COUNT(*) FROM {table}
 WHERE {due} >= {parked_from} AND {due} <> {quarantined_due}
   AND {due} <> {dead_due}
 
+-- name: group_limits
+-- The groups with limits of their own (group_limits_table, docs/groups.md): each group named as
+-- the group lists name it (the hex of its value's bytes, as {group_hex}), and its rate, room and
+-- weight (NULL: the workload's). A few hundred rows at most, read every few seconds by the leader.
+SELECT HEX(CAST(group_value AS BINARY)), rate_limit, max_in_flight, weight FROM {group_limits}
+
+-- name: create_group_limits
+-- The group limits table, for init-db to make (both servers accept it). group_value is compared
+-- byte for byte, as groups are told apart: under a case- or accent-insensitive collation two
+-- groups ('acme', 'äcme') would be one key.
+CREATE TABLE {group_limits} (
+  group_value VARBINARY(255) NOT NULL PRIMARY KEY,
+  rate_limit DOUBLE NULL,
+  max_in_flight INT UNSIGNED NULL,
+  weight INT UNSIGNED NULL
+)
+
 -- name: count_dead
 -- One-shot rows that failed max_attempts times: one point of the due index.
 SELECT COUNT(*) FROM {table} WHERE {due} = {dead_due}

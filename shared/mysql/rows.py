@@ -352,6 +352,13 @@ class Rows:
         args = {"cap": cap, **interval_params(self.workload)}
         return int(self.db.scalar(self.queries.due_ahead_unchecked, args))
 
+    def group_limits(self) -> list[tuple[str, Any, Any, Any]]:
+        """(group as the group lists name it, rate, room, weight) of the group limits table."""
+        return [
+            (str(name), rate, room, weight)
+            for name, rate, room, weight in self.db.query(self.queries.group_limits)
+        ]
+
     def count_dead(self) -> int:
         return int(self.db.scalar(self.queries.count_dead))
 

@@ -358,6 +358,17 @@ def changes_table_missing(workload: Workload, db: Database) -> bool:
     return not int(db.scalar(Queries(workload).table_exists, {"table": workload.changes_table}))
 
 
+def group_limits_table_missing(workload: Workload, db: Database) -> bool:
+    """A workload with a group_limits_table that its database lacks."""
+    if not workload.group_limits_table:
+        return False
+    return not int(db.scalar(Queries(workload).table_exists, {"table": workload.group_limits_table}))
+
+
+def create_group_limits_table(workload: Workload, db: Database) -> None:
+    db.execute(Queries(workload).create_group_limits)
+
+
 def feed_taken(workload: Workload, db: Database) -> str | None:
     """Why this workload cannot use its change feed's table: another deployment made it (its key
     prefix or workload differs), so the two would deliver and trim each other's changes. None if
@@ -413,6 +424,12 @@ def require_table(workload: Workload, db: Database) -> None:
         raise SchemaProblem(
             f"workload {workload.name!r} records changes (changes = true) but {workload.mysql.database} has "
             f"no table {workload.changes_table}; `recheck init-db --apply` creates it"
+        )
+    if group_limits_table_missing(workload, db):
+        raise SchemaProblem(
+            f"workload {workload.name!r} reads limits per group from {workload.group_limits_table} "
+            f"(group_limits_table), which {workload.mysql.database} lacks; "
+            "`recheck init-db --apply` creates it"
         )
     taken = feed_taken(workload, db)
     if taken:

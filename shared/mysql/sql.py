@@ -224,6 +224,7 @@ class Queries:
             "error": workload.error_column,
             "due_index": "recheck_due",
             "changes": workload.changes_table,
+            "group_limits": workload.group_limits_table or "recheck_group_limits",
             "database": workload.mysql.database,
         }
         quoted = {key: quote(value) for key, value in names.items()}

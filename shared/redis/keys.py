@@ -120,6 +120,12 @@ class Keys:
         # ms:open ms:probe entry" of the groups it opened, HASH group -> checks failed in a row
         self.groups_open = f"{tag}:groups:open"
         self.groups_failing = f"{tag}:groups:failing"
+        # HASH group -> "rate:in flight:weight" ('' for the workload's) of the groups the group
+        # limits table names (docs/groups.md), copied from MySQL by the dispatcher's leader
+        self.groups_limits = f"{tag}:groups:limits"
+        # STRING "share left:group": the group whose turn a take's end cut short goes on with the
+        # rest of its share at the next take (pop.lua)
+        self.groups_cut = f"{tag}:groups:cut"
         self.wake = f"{tag}:wake"  # LIST of tokens idle workers of a grouped workload block on
 
     def group_keys(self) -> list[str]:
@@ -137,6 +143,8 @@ class Keys:
             self.groups_urgent_waiting,
             self.groups_open,
             self.groups_failing,
+            self.groups_limits,
+            self.groups_cut,
         ]
 
     def group_list(self, name: bytes) -> str:

@@ -799,6 +799,15 @@ class Store:
                 break
         return found
 
+    def set_group_limits(self, own: dict[str, str]) -> None:
+        """The groups' own limits (group -> "rate:in flight:weight", core.limits.own_limits), all
+        of them at once: the hash is replaced in one transaction, so a take never sees half."""
+        pipe = self.client.pipeline(transaction=True)
+        pipe.delete(self.keys.groups_limits)
+        if own:
+            pipe.hset(self.keys.groups_limits, mapping=own)
+        pipe.execute()
+
     def group_state(self, group: bytes) -> str:
         """Why a group's rows wait: its turn, its rate, or its room (group_max_in_flight)."""
         k, limit = self.keys, self.groups or GroupLimit()
@@ -807,7 +816,11 @@ class Store:
         pipe.sismember(k.groups_full, group)
         pipe.hget(k.groups_open, group)
         pipe.time()
-        asleep, full, opened, (seconds, micros) = pipe.execute()
+        pipe.hget(k.groups_limits, group)
+        asleep, full, opened, (seconds, micros), own = pipe.execute()
+        if own:  # limits of its own (the group limits table)
+            rate, room, _ = own.decode().split(":")
+            limit = GroupLimit(float(rate) if rate else limit.rate, int(room) if room else limit.in_flight)
         if opened:
             probe_ms = int(opened.split(b":", 1)[0])
             wait = max(probe_ms / 1000 - seconds - micros / 1_000_000, 0.0)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from recheck.dispatcher.dispatcher import START
+from recheck.dispatcher.reconciler import GroupLimitsCopier
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.schema import inspect_table
 from recheck.shared.redis.store import Counts, group_name
@@ -305,6 +306,37 @@ def test_groups_refuse_what_they_cannot_keep(make_settings):
         settings.evolve(group_rate_limit=5.0)
     with pytest.raises(ValueError, match="one partition"):
         settings.evolve(group_column="tenant", partitions=2)
+
+
+def test_the_group_limits_table_is_made_by_init_db_and_copied_into_redis_by_the_leader(make_settings):
+    """Limits per group (issue 47, item 3): init-db makes the table; the leader's job copies it
+    into Redis (a group named by its value, whatever the group column's type), leaving out a row
+    no limit can be, with one line; `inspect` and the take then keep the group's own limits."""
+    settings = grouped(make_settings).evolve(group_limits_table="merchant_limits")
+    made = recheck("init-db", "--apply", settings=settings)
+    assert made.returncode == 0 and "created table" in made.stdout and "merchant_limits" in made.stdout, made
+    run_sql(settings, "INSERT INTO merchant_limits VALUES ('acme', 5, NULL, 3), ('äcme', NULL, 2, NULL), "
+                      "('broken', -1, NULL, NULL)")  # fmt: skip
+    store = make_store(settings)
+    db = Database(settings)
+    try:
+        assert GroupLimitsCopier(settings, db, store).run_once() == 2
+        own = store.client.hgetall(store.keys.groups_limits)
+        assert own == {
+            b"acme".hex().upper().encode(): b"5.0::3",
+            "äcme".encode().hex().upper().encode(): b":2:",
+        }
+        run_sql(settings, "DELETE FROM merchant_limits WHERE group_value = 'acme'")
+        GroupLimitsCopier(settings, db, store).run_once()  # a row deleted: its group has the workload's again
+        assert list(store.client.hgetall(store.keys.groups_limits)) == [
+            "äcme".encode().hex().upper().encode()
+        ]
+    finally:
+        db.close()
+    take_lease(settings)
+    store.push(TEST_LEADER, [entry(i, "äcme") for i in range(1, 6)])
+    assert len(store.take("w1", 10).entries) == 2  # its own room: 2
+    assert "held back: 2 checks running" in store.group_state("äcme".encode().hex().upper().encode())
 
 
 # -- real workers ---------------------------------------------------------------------------------

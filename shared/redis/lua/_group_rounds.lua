@@ -1,6 +1,27 @@
 -- _group_rounds.lua (included by pop.lua, for _take_groups.lua): a visit's pops from a group's
 -- lists, what a round of visits to the groups writes once, and the sweep of their arrival times.
 
+-- The turn a take's end cut short (G.cut): its group's share left, and its name (false if none).
+local function turn_left()
+  local value = redis.call('GET', G.cut)
+  if not value then return 0, false end
+  local colon = find(value, ':', 1, true)
+  return tonumber(sub(value, 1, colon - 1)), sub(value, colon + 1)
+end
+
+-- A group's limits: its own (its G.limits value "rate:in flight:weight", each '' for the
+-- workload's: the group limits table, docs/groups.md) or the workload's group limits. Returns its
+-- rate, how far its tokens may run ahead (us: its burst, a tenth of a second of its rate, at
+-- least one), its room (0: none) and its weight (a visit gives up to weight x the fair share).
+local function limits_of(own, grate, gahead, gmost)
+  if not own then return grate, gahead, gmost, 1 end
+  local rate, most, weight = string.match(own, '^([^:]*):([^:]*):([^:]*)$')
+  rate, most, weight = tonumber(rate) or grate, tonumber(most) or gmost, tonumber(weight) or 1
+  local ahead = gahead
+  if rate ~= grate then ahead = rate > 0 and math.max(1, math.floor(rate * 0.1 + 0.5)) * 1000000 / rate or 0 end
+  return rate, ahead, most, weight
+end
+
 -- A group its breaker opened (state: its G.open value; false: closed): the ms until which it
 -- waits (false once its next probe's time has come: a visit then takes one entry, the probe),
 -- and its open time. A probe taken: the group waits for its outcome (_group_breaker.lua), or
@@ -69,10 +90,12 @@ local function visit_group(name, room, urgent, taken, pairs_, D, T)
   return got + got_rest + got_more, more or urgent_more, urgent_more
 end
 
--- Where each group of a round waits now: the unvisited first in the ring, then as decided.
-local function place_groups(names, visited, again, full, sleeping)
+-- Where each group of a round waits now: the unvisited first in the ring (before them a group
+-- whose turn the take's end cut short: it goes on next time), then as decided.
+local function place_groups(names, visited, again, full, sleeping, cut)
   local unvisited = {}  -- first next time, in their order
   for i = #names, visited + 1, -1 do unvisited[#unvisited + 1] = names[i] end
+  if cut then unvisited[#unvisited + 1] = cut end
   if #unvisited > 0 then chunked('LPUSH', G.ring, unvisited) end
   if #full > 0 then chunked('SADD', G.full, full) end
   if #sleeping > 0 then chunked('ZADD', G.sleeping, sleeping) end

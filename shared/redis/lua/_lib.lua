@@ -60,14 +60,17 @@ end
 --   urgent   SET   groups whose priority list holds entries; urgent_waiting STRING: how many
 --   open     HASH  group -> "next probe ms:open ms:probe entry" of a group its breaker opened
 --   failing  HASH  group -> its checks that failed in a row (_group_breaker.lua)
+--   limits   HASH  group -> "rate:in flight:weight" of groups with limits of their own
+--   cut      STRING "share left:group" of the group whose turn a take's end cut short
 -- Invariant: a group's lists are not both empty exactly while the group is in one of ring,
 -- sleeping, full; every script that fills a group's lists from empty puts it in the ring.
-local GROUP_KEYS = 12
+local GROUP_KEYS = 14
 local function group_keys(first)
   return {prefix = KEYS[first], ring = KEYS[first + 1], sleeping = KEYS[first + 2],
           full = KEYS[first + 3], running = KEYS[first + 4], of = KEYS[first + 5],
           waiting = KEYS[first + 6], wake = KEYS[first + 7], urgent = KEYS[first + 8],
-          urgent_waiting = KEYS[first + 9], open = KEYS[first + 10], failing = KEYS[first + 11]}
+          urgent_waiting = KEYS[first + 9], open = KEYS[first + 10], failing = KEYS[first + 11],
+          limits = KEYS[first + 12], cut = KEYS[first + 13]}
 end
 
 -- One reply per name, of one command per CHUNK names (HMGET's values, SMISMEMBER's flags).

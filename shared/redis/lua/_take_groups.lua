@@ -1,16 +1,16 @@
 -- _take_groups.lua (included by pop.lua): a grouped workload's take, from its groups in turn.
 --
 -- What the workload's limits allow comes from the groups in the ring (G.ring) in turn, each
--- giving at most its fair share of the take (the take over the groups in the ring, at least 1),
--- its tokens (group_rate_limit: a cell rate as the workload's, per group, in K.group_rates) and
--- its room (group_max_in_flight). A group its limits hold back leaves the ring: for the sleeping
--- set until its next token is due (woken by the first take after that, at most one take's worth
--- each), or for the full set until an ack gives room. A visit costs O(1) whatever the number of
+-- giving at most its share (the take over the groups in the ring, at least 1, x its weight; a
+-- turn the take's end cut short goes on first next take with what is left of it: G.cut), its
+-- tokens (group_rate_limit or its own: a cell rate, per group, in K.group_rates) and its room
+-- (group_max_in_flight or its own; G.limits). A group held back leaves the ring, for the sleeping
+-- set until its next token is due (woken by the first take after, at most a take's worth each) or
+-- the full set until an ack gives room. A visit costs O(1) whatever the number of
 -- groups, and a take visits at most 2 x its size + 8 groups: O(batch). Each take that visits
 -- groups also reads about as many fields of K.group_rates again (HSCAN, its cursor in the field
--- '~cursor') and deletes those whose time has passed, so the hash holds about the groups whose
--- tokens still run ahead of now, not every group ever seen. A field whose time has passed means
--- nothing (a group's arrival is never before now); the hash expires a second after its times
+-- '~cursor') and deletes the times that have passed (a group's arrival is never before now), so
+-- the hash holds the groups whose tokens run ahead of now; it expires a second after its times
 -- could all have passed. With priority, a group's visit takes from its priority list first
 -- (_group_rounds.lua visit_group), within the group's limits all the same.
 --
@@ -44,33 +44,42 @@ local function take_groups(taken, most_taken, wait)
   local any_urgent = redis.call('EXISTS', G.urgent) == 1
   local T = {share = tonumber(A.priority_share) or 0, owed = 0, popped = 0, urgent = 0}
   if any_urgent and T.share > 0 then T.owed = tonumber(redis.call('GET', K.turns) or 0) end
-  local pairs_, visited_all, emptied = {}, 0, {}
+  local pairs_, visited_all, emptied, left_used = {}, 0, {}, false
   local any_open, gnow_ms = redis.call('EXISTS', G.open) == 1, math.floor(gnow / 1000)
+  local any_own = redis.call('EXISTS', G.limits) == 1  -- groups with limits of their own
+  local most_ahead = gahead
+  local left, left_name = turn_left()
   -- Rounds: the next groups of the ring at once, their tokens and room read in one command each;
   -- per group visited, one LPOP (and an LLEN when it gave all it was asked); their tokens and
   -- where each goes afterwards are written once per round.
   while #taken < most_taken and visits_left > 0 do
     local names = redis.call('LPOP', G.ring, visits_left)
     if not names then break end
-    local spent, arrivals, runs, urgent, opens = {}, {}, {}, {}, {}
+    local spent, arrivals, runs, urgent, opens, own = {}, {}, {}, {}, {}, {}
     if any_urgent then urgent = per_name('SMISMEMBER', G.urgent, names) end
-    if grate > 0 then arrivals = per_name('HMGET', K.group_rates, names) end
-    if gmost > 0 then runs = per_name('HMGET', G.running, names) end
+    if grate > 0 or any_own then arrivals = per_name('HMGET', K.group_rates, names) end
+    if gmost > 0 or any_own then runs = per_name('HMGET', G.running, names) end
     if any_open then opens = per_name('HMGET', G.open, names) end
-    local again, full, sleeping, running_now, visited = {}, {}, {}, {}, 0
+    if any_own then own = per_name('HMGET', G.limits, names) end
+    local again, full, sleeping, running_now, visited, cut = {}, {}, {}, {}, 0, false
     for i, name in ipairs(names) do
       if #taken >= most_taken then break end
       visited = i
-      local room, arrival, run = math.min(quantum, most_taken - #taken), 0, 0
+      local rate, ahead, most, weight = limits_of(own[i], grate, gahead, gmost)
+      local share = quantum * weight
+      if name == left_name then share, left_name, left_used = math.min(left, share), false, true end
+      local room, arrival, run, before = math.min(share, most_taken - #taken), 0, 0, #taken
+      local short = room < share  -- the take's end, not its share, sets its room
       local until_ms, open_for = breaker_wait(opens[i], gnow_ms)  -- its breaker open: it waits
       if until_ms then room = 0 elseif opens[i] then room = math.min(room, 1) end  -- or a probe
-      if grate > 0 then
+      if rate > 0 then
         arrival = math.max(tonumber(arrivals[i]) or 0, gnow)
-        room = math.min(room, math.floor((gnow + gahead - arrival) * grate / 1000000))
+        room = math.min(room, math.floor((gnow + ahead - arrival) * rate / 1000000))
+        most_ahead = math.max(most_ahead, ahead)
       end
-      if gmost > 0 then
+      if most > 0 then
         run = tonumber(runs[i]) or 0
-        room = math.min(room, gmost - run)
+        room = math.min(room, most - run)
       end
       local more = true  -- entries left in its list (not known to be empty)
       if room > 0 then
@@ -78,12 +87,12 @@ local function take_groups(taken, most_taken, wait)
         got, more, urgent_more = visit_group(name, room, urgent[i] == 1, taken, pairs_, D, T)
         if urgent[i] == 1 and not urgent_more then emptied[#emptied + 1] = name end
         if opens[i] and got > 0 then until_ms = probe_taken(name, taken[#taken], gnow_ms, open_for) end
-        if got > 0 and grate > 0 then
-          arrival = arrival + got * 1000000 / grate
+        if got > 0 and rate > 0 then
+          arrival = arrival + got * 1000000 / rate
           spent[#spent + 1] = name
           spent[#spent + 1] = string.format('%.0f', arrival)
         end
-        if got > 0 and gmost > 0 then
+        if got > 0 and most > 0 then
           run = run + got
           running_now[#running_now + 1] = name
           running_now[#running_now + 1] = run
@@ -94,13 +103,16 @@ local function take_groups(taken, most_taken, wait)
           sleeping[#sleeping + 1] = until_ms
           sleeping[#sleeping + 1] = name
           held_back = name
-        elseif gmost > 0 and run >= gmost then
+        elseif most > 0 and run >= most then
           full[#full + 1] = name
           held_back = name
-        elseif grate > 0 and (gnow + gahead - arrival) * grate < 1000000 then
-          sleeping[#sleeping + 1] = math.ceil((arrival - gahead + 1000000 / grate) / 1000)
+        elseif rate > 0 and (gnow + ahead - arrival) * rate < 1000000 then
+          sleeping[#sleeping + 1] = math.ceil((arrival - ahead + 1000000 / rate) / 1000)
           sleeping[#sleeping + 1] = name
           held_back = name
+        elseif short and #taken >= most_taken then
+          cut, left_used = name, false
+          redis.call('SET', G.cut, string.format('%d:%s', share - (#taken - before), name), 'PX', 600000)
         else
           again[#again + 1] = name
         end
@@ -110,13 +122,14 @@ local function take_groups(taken, most_taken, wait)
     visited_all = visited_all + visited
     if #spent > 0 then chunked('HSET', K.group_rates, spent, HASHTABLE) end
     if #running_now > 0 then chunked('HSET', G.running, running_now, HASHTABLE) end
-    place_groups(names, visited, again, full, sleeping)
+    place_groups(names, visited, again, full, sleeping, cut)
   end
+  if left_used then redis.call('DEL', G.cut) end
   if T.popped > 0 then redis.call('DECRBY', G.waiting, T.popped) end
   if T.urgent > 0 then redis.call('DECRBY', G.urgent_waiting, T.urgent) end
   if #emptied > 0 then chunked('SREM', G.urgent, emptied) end
   if any_urgent and T.share > 0 then redis.call('SET', K.turns, string.format('%.6f', T.owed), 'PX', 600000) end
-  if grate > 0 and visited_all > 0 then sweep_rates(gnow, gahead, visited_all) end
+  if (grate > 0 or any_own) and visited_all > 0 then sweep_rates(gnow, most_ahead, visited_all) end
   if #pairs_ > 0 then chunked('HSET', G.of, pairs_, HASHTABLE) end
   if #taken > 0 then
     held_back = false

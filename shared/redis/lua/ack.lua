@@ -4,7 +4,7 @@
 -- KEYS[3]  queue       LIST  untouched entries go back to its head
 -- KEYS[4]  stats       HASH  counters
 -- KEYS[5]  reclaims    HASH  id -> times reclaimed (cleared for ids that completed)
--- KEYS[6]  sweep guard, KEYS[7] dispatch guard, KEYS[25] asked guard   STRING  while any exists,
+-- KEYS[6]  sweep guard, KEYS[7] dispatch guard, KEYS[13 + GROUP_KEYS] asked guard   STRING  while any exists,
 --          a pass is rereading rows that may be in flight: record what completes in KEYS[8]
 -- KEYS[8]  completed   the prefix of the HASHes id -> due_ms, one per 10 s window of the Redis
 --          clock (_lib.lua completed_windows): a completion is recorded in its time's window
@@ -15,7 +15,7 @@
 -- KEYS[12] priority    LIST  the priority rows' queue (dispatch.lua): while it holds entries,
 --          untouched entries go back to ITS head, the list taken first (an entry does not say
 --          which list it came from; a rest's entry given back then goes first once)
--- KEYS[13..24] the group keys (_lib.lua group_keys): a grouped workload's entries give their
+-- KEYS[13..] the group keys (GROUP_KEYS of them, _lib.lua group_keys): a grouped workload's entries give their
 --          group's room back (group_max_in_flight); untouched ones go back to the head of their
 --          group's list (they had their group's turn and token), not to the queue
 -- ARGV[1]  1 if these entries are everything the worker holds (a batch worker's ack), else 0

@@ -14,7 +14,7 @@
 -- KEYS[8]  dropped   SET     entries a take drops instead of starting (pop.lua): a head push
 --          supersedes an id's older entry, wherever it waits, rather than waiting behind it
 -- KEYS[9]  priority  LIST    the priority rows' entries (priority_column), taken first (pop.lua)
--- KEYS[10..21] the group keys (_lib.lua group_keys), KEYS[22] workers SET (idle workers woken)
+-- KEYS[10..] the group keys (GROUP_KEYS of them, _lib.lua), KEYS[10 + GROUP_KEYS] workers SET (idle workers woken)
 -- ARGV[1]  the pushing dispatcher's id: nothing is pushed unless it holds the lease, so a
 --          deposed leader that wakes up late cannot push (dedup would also hold; a second line)
 -- ARGV[2]  "tail" (a page of due rows), "head" (rows the application asked for now: before

@@ -6,9 +6,9 @@
 -- KEYS[5]  stats       HASH  counter "orphans"
 -- KEYS[6]  workers     SET   registered workers; must equal the worker ids in ARGV
 -- KEYS[7]  priority    LIST  the priority rows' queue (dispatch.lua)
--- KEYS[8..19] the group keys (_lib.lua group_keys): entries waiting in a group's lists are held;
+-- KEYS[8..] the group keys (GROUP_KEYS of them, _lib.lua group_keys): entries waiting in a group's lists are held;
 --          a released id's entry gives its group's room back
--- KEYS[20..]           processing SET and landing LIST of each of those workers, in pairs
+-- KEYS[8 + GROUP_KEYS..] processing SET and landing LIST of each of those workers, in pairs
 -- ARGV[1]  N, the number of candidates that follow as id, due_ms pairs (in flight for a due
 --          time older than the caller's cutoff, found by HSCAN)
 -- ARGV[2 .. 1+2N]  the candidates; ARGV[2+2N ..] the worker ids the caller read from KEYS[6]

@@ -14,9 +14,9 @@
 --                            for meanwhile is asked again, as ack.lua does
 -- KEYS[12] priority    LIST  the priority rows' entries (dispatch.lua), taken before KEYS[1]'s
 -- KEYS[13] turns       STRING  the rest's share of takes not handed out yet (a fraction of one)
--- KEYS[14..25] the group keys (_lib.lua group_keys): a grouped workload's entries wait in its
+-- KEYS[14..] the group keys (GROUP_KEYS of them, _lib.lua group_keys): a grouped workload's entries wait in its
 --          groups' lists, taken in turn (_take_groups.lua)
--- KEYS[26] group rates HASH  group -> its rate limit's arrival time (us on the Redis clock, as
+-- KEYS[14 + GROUP_KEYS] group rates HASH  group -> its rate limit's arrival time (us on the Redis clock, as
 --          KEYS[5]), read and written once per round of visits
 -- ARGV[1]  how many entries at most (0: only move what landed, e.g. at shutdown)
 -- ARGV[2]  1: take no reclaimed group (the caller is filling a batch it has begun elsewhere,

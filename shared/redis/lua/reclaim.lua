@@ -9,7 +9,7 @@
 -- KEYS[8]  stats       HASH    counters "reclaimed", "poisoned"
 -- KEYS[9]  running     HASH    worker -> checks it may be running (max_in_flight, pop.lua): the
 --          dead worker's checks ended with it
--- KEYS[10..21] the group keys (_lib.lua group_keys): an entry set aside for quarantine gives its
+-- KEYS[10..] the group keys (GROUP_KEYS of them, _lib.lua group_keys): an entry set aside for quarantine gives its
 --          group's room back; reclaimed ones keep it (still in transit: their next holder's ack
 --          gives it back)
 -- ARGV[1]  worker id
