@@ -123,8 +123,8 @@ class Keys:
         # HASH group -> "rate:in flight:weight" ('' for the workload's) of the groups the group
         # limits table names (docs/groups.md), copied from MySQL by the dispatcher's leader
         self.groups_limits = f"{tag}:groups:limits"
-        # STRING "share left:group": the group whose turn a take's end cut short goes on with the
-        # rest of its share at the next take (pop.lua)
+        # STRING "fraction of its share left:group": the group whose turn a take's end cut short
+        # goes on with the rest of its share at the next take (pop.lua)
         self.groups_cut = f"{tag}:groups:cut"
         self.wake = f"{tag}:wake"  # LIST of tokens idle workers of a grouped workload block on
 

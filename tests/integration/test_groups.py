@@ -526,3 +526,37 @@ def test_one_merchant_down_its_breaker_holds_its_rows_and_the_others_keep_their_
     assert during <= 0.05 * before, (during, before)
     assert rate_others >= 0.8 * 3 * before, (rate_others, before)  # 3 groups, as many rows each
     assert "breaker open for 1: m0" in status, status
+
+
+@pytest.mark.serial
+def test_a_weight_of_three_gets_three_times_the_calls_on_real_workers(
+    make_settings, procs, redis_server, tmp_path
+):
+    """Weights (issue 47, item 3) end to end: 2 workers of per-row checks (0.05 s, 20 at once
+    each: about 800 calls/s), two merchants with 20,000 due rows each,
+    the first with weight 3 in the group limits table (copied by the leader within 5 s): while both
+    wait, it gets 3x the other's calls (within 10 %)."""
+    settings = grouped(make_settings, interval=3600, concurrency=20, check_kind="row").evolve(
+        group_limits_table="merchant_limits"
+    )
+    assert recheck("init-db", "--apply", settings=settings).returncode == 0
+    run_sql(settings, "INSERT INTO merchant_limits VALUES ('heavy', NULL, NULL, 3)")
+    seed_rows(settings, 40_000, due_now=True)
+    run_sql(settings, f"UPDATE {settings.table} SET tenant = IF(user_id <= 20000, 'heavy', 'light')")
+    env = {"RECHECK_CHECK": "tests.support.checks:counted_row", "TEST_CHECK_SLEEP": "0.05",
+           "TEST_REDIS_URL": redis_server.url(), "TEST_CHECK_RECORD": str(tmp_path)}  # fmt: skip
+    procs.start("dispatcher", settings)
+    for _ in range(2):
+        procs.start("worker", settings, env=env)
+
+    def calls() -> dict[str, list[float]]:
+        return calls_per_group(tmp_path, lambda key: "heavy" if key <= 20_000 else "light")
+
+    wait_for(lambda: len(calls().get("light", [])) >= 1000, 30, "checks under way")
+    time.sleep(6)  # past the leader's first copy of the table (every 5 s)
+    start = time.time()
+    time.sleep(4)  # a sampling period
+    counted = {group: sum(1 for t in times if start <= t < start + 4) for group, times in calls().items()}
+    print(f"weights 3 and 1 on real workers: {counted} calls in 4 s")
+    assert counted["light"] < 20_000 - 1000  # both still waiting
+    assert 2.7 <= counted["heavy"] / counted["light"] <= 3.3, counted

@@ -1,7 +1,8 @@
 -- _group_rounds.lua (included by pop.lua, for _take_groups.lua): a visit's pops from a group's
 -- lists, what a round of visits to the groups writes once, and the sweep of their arrival times.
 
--- The turn a take's end cut short (G.cut): its group's share left, and its name (false if none).
+-- The turn a take's end cut short (G.cut): the fraction of its group's share left (of a share
+-- of the next take's size: takes differ), and its name (false if none).
 local function turn_left()
   local value = redis.call('GET', G.cut)
   if not value then return 0, false end

@@ -61,7 +61,7 @@ end
 --   open     HASH  group -> "next probe ms:open ms:probe entry" of a group its breaker opened
 --   failing  HASH  group -> its checks that failed in a row (_group_breaker.lua)
 --   limits   HASH  group -> "rate:in flight:weight" of groups with limits of their own
---   cut      STRING "share left:group" of the group whose turn a take's end cut short
+--   cut      STRING "fraction of its share left:group" of the group whose turn a take cut short
 -- Invariant: a group's lists are not both empty exactly while the group is in one of ring,
 -- sleeping, full; every script that fills a group's lists from empty puts it in the ring.
 local GROUP_KEYS = 14

@@ -2,7 +2,7 @@
 --
 -- What the workload's limits allow comes from the groups in the ring (G.ring) in turn, each
 -- giving at most its share (the take over the groups in the ring, at least 1, x its weight; a
--- turn the take's end cut short goes on first next take with what is left of it: G.cut), its
+-- turn the take's end cut short goes on first next take with the fraction left of it: G.cut), its
 -- tokens (group_rate_limit or its own: a cell rate, per group, in K.group_rates) and its room
 -- (group_max_in_flight or its own; G.limits). A group held back leaves the ring, for the sleeping
 -- set until its next token is due (woken by the first take after, at most a take's worth each) or
@@ -66,8 +66,8 @@ local function take_groups(taken, most_taken, wait)
       if #taken >= most_taken then break end
       visited = i
       local rate, ahead, most, weight = limits_of(own[i], grate, gahead, gmost)
-      local share = quantum * weight
-      if name == left_name then share, left_name, left_used = math.min(left, share), false, true end
+      local whole, share = quantum * weight, quantum * weight  -- its share (a cut turn's: a fraction)
+      if name == left_name then share, left_name, left_used = math.max(1, math.floor(left * whole + 0.5)), false, true end
       local room, arrival, run, before = math.min(share, most_taken - #taken), 0, 0, #taken
       local short = room < share  -- the take's end, not its share, sets its room
       local until_ms, open_for = breaker_wait(opens[i], gnow_ms)  -- its breaker open: it waits
@@ -112,7 +112,7 @@ local function take_groups(taken, most_taken, wait)
           held_back = name
         elseif short and #taken >= most_taken then
           cut, left_used = name, false
-          redis.call('SET', G.cut, string.format('%d:%s', share - (#taken - before), name), 'PX', 600000)
+          redis.call('SET', G.cut, string.format('%.4f:%s', (share - (#taken - before)) / whole, name), 'PX', 600000)
         else
           again[#again + 1] = name
         end
