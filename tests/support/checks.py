@@ -238,6 +238,14 @@ def one_group_down(ids: list) -> list:
     return [RuntimeError("merchant answered 500") if int(i) <= down else "ok" for i in ids]
 
 
+async def merchant_latency(row_id) -> str:
+    """stamped; the ids up to TEST_SLOW_UP_TO answer in 2 s (a slow merchant), the others in
+    10 ms (the group in-flight measurement, docs/groups.md)."""
+    stamped([row_id])
+    await asyncio.sleep(2.0 if int(row_id) <= int(os.environ.get("TEST_SLOW_UP_TO", "0")) else 0.01)
+    return "ok"
+
+
 _COUNT_UP = """
 local running = redis.call('INCR', KEYS[1])
 if running > tonumber(redis.call('GET', KEYS[2]) or 0) then redis.call('SET', KEYS[2], running) end
