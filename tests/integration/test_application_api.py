@@ -56,8 +56,12 @@ def state(client: Client, row_id) -> str:
 
 
 def start(procs, settings, check: str = "tests.support.checks:ok", **env) -> None:
-    procs.start("dispatcher", settings)
-    procs.start("worker", settings, env={"RECHECK_CHECK": check, **env})
+    """A dispatcher and a worker, both started (their start is not part of a test's bounds)."""
+    for process in (
+        procs.start("dispatcher", settings),
+        procs.start("worker", settings, env={"RECHECK_CHECK": check, **env}),
+    ):
+        procs.wait_started(process)
 
 
 # -- now ----------------------------------------------------------------------------------------

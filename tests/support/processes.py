@@ -62,6 +62,15 @@ class Processes:
         self.started.append((process, log_path))
         return process
 
+    def wait_started(self, process: subprocess.Popen, timeout: float = 30) -> None:
+        """Until the process has logged its start (imports done, servers reached): on a busy
+        machine that can take seconds, which a test's own short waits must not include."""
+        deadline = time.monotonic() + timeout
+        while " started: " not in self.log_of(process):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"{process.args} did not start:\n{self.log_of(process)[-2000:]}")
+            time.sleep(0.05)
+
     def log_of(self, process: subprocess.Popen) -> str:
         for started, path in self.started:
             if started is process:
