@@ -21,6 +21,7 @@ from recheck.dispatcher.dispatcher import START
 from recheck.dispatcher.reconciler import GroupLimitsCopier
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.schema import inspect_table
+from recheck.shared.redis.keys import Keys
 from recheck.shared.redis.store import Counts, group_name
 from tests.support.helpers import (
     TEST_LEADER,
@@ -553,7 +554,9 @@ def test_a_weight_of_three_gets_three_times_the_calls_on_real_workers(
         return calls_per_group(tmp_path, lambda key: "heavy" if key <= 20_000 else "light")
 
     wait_for(lambda: len(calls().get("light", [])) >= 1000, 30, "checks under way")
-    time.sleep(6)  # past the leader's first copy of the table (every 5 s)
+    limits = redis_server.client()
+    key = Keys.every_partition(settings)[0].groups_limits  # the leader's copy of the table
+    wait_for(lambda: limits.exists(key), 15, "the leader's first copy of the group limits table")
     start = time.time()
     time.sleep(4)  # a sampling period
     counted = {group: sum(1 for t in times if start <= t < start + 4) for group, times in calls().items()}
