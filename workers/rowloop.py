@@ -129,7 +129,8 @@ class RowLoop(CheckLoop):
         self.threads().grow(-1)
 
     async def writable(self) -> bool:
-        """While MySQL is failing: probe it (in a thread: checks keep running meanwhile)."""
+        """While MySQL is failing: probe it (in a thread: checks keep running meanwhile). Not while
+        a write-back is under way: that retries through the outage itself and says when it ends."""
         ok, delay = await asyncio.to_thread(self.life.attempt, self.ready_to_write)
         if not ok:
             self.next_take = time.monotonic() + delay
@@ -144,7 +145,7 @@ class RowLoop(CheckLoop):
             if (
                 wants
                 and time.monotonic() >= self.next_take
-                and (not life.mysql_outage.down or await self.writable())
+                and (not life.mysql_outage.down or (self.flushing is None and await self.writable()))
             ):
                 limit = min(free, self.batch)
                 # Running: our checks in progress, and abandoned ones whose threads still call

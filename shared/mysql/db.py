@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -100,7 +101,11 @@ def last_write(server: str) -> float:
 
 
 class Database:
-    """One lazily (re)connected PyMySQL connection in autocommit mode. Not thread-safe."""
+    """One lazily (re)connected PyMySQL connection in autocommit mode, shared safely by threads:
+    a statement, or a transaction with all its statements, has the connection to itself (a
+    lock). PyMySQL's connection is not thread-safe: two threads at once on it would each read
+    the other's replies, and one's statement would join the other's transaction (a per-row
+    worker's probe inside its own write-back did both, and the change feed lost transitions)."""
 
     def __init__(
         self,
@@ -116,6 +121,7 @@ class Database:
         self.connect_timeout = connect_timeout
         self._conn: pymysql.connections.Connection | None = None
         self.server = server_of(workload)
+        self._lock = threading.RLock()  # reentrant: a transaction's own cleanup uses it again
 
     def _connect(self) -> pymysql.connections.Connection:
         target = self.workload.mysql
@@ -179,7 +185,7 @@ class Database:
     def cursor(self) -> Iterator[pymysql.cursors.Cursor]:
         """A cursor whose lost connections and refusals become DatabaseDown."""
         try:
-            with self.conn.cursor() as cursor:
+            with self._lock, self.conn.cursor() as cursor:
                 yield cursor
         except pymysql.err.MySQLError as error:
             translated = self._translate(error)
@@ -218,26 +224,38 @@ class Database:
         committed if the loss came after COMMIT: callers only send fenced, idempotent
         statements, so a retry is safe)."""
         for attempt in range(attempts):
-            try:
-                conn = self.conn
-                if begin:
-                    conn.begin()
-                with conn.cursor() as cursor:
-                    result = work(cursor)
-                if begin:
-                    conn.commit()
-                _last_success[self.server] = _last_write[self.server] = time.monotonic()
-                return result
-            except pymysql.err.MySQLError as error:
-                translated = self._translate(error)
-                if translated is not error:
-                    raise translated from error
-                self.rollback()
-                if error_code(error) == DEADLOCK and attempt + 1 < attempts:
-                    time.sleep(0.01 * 2**attempt)
-                    continue
-                raise
+            with self._lock:
+                try:
+                    return self._run_once(work, begin)
+                except pymysql.err.MySQLError as error:
+                    translated = self._translate(error)
+                    if translated is not error:
+                        raise translated from error
+                    self.rollback()
+                    if error_code(error) != DEADLOCK or attempt + 1 == attempts:
+                        raise
+            time.sleep(0.01 * 2**attempt)  # a deadlock: again, without holding the connection
         raise AssertionError("unreachable")
+
+    def _run_once(self, work: Callable[[Any], T], begin: bool) -> T:
+        conn = self.conn
+        if begin:
+            conn.begin()
+        try:
+            with conn.cursor() as cursor:
+                result = work(cursor)
+        except pymysql.err.MySQLError:
+            raise
+        except BaseException:
+            # A bug or an interrupt inside the work: the connection is dropped (the server rolls
+            # back what it holds), never left with a transaction open for its next statement to
+            # join, nor with a reply half read.
+            self.close()
+            raise
+        if begin:
+            conn.commit()
+        _last_success[self.server] = _last_write[self.server] = time.monotonic()
+        return result
 
     def rollback(self) -> None:
         try:

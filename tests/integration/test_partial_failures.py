@@ -7,8 +7,10 @@ against real MariaDB and Redis, through the worker's and dispatcher's own code p
 
 from __future__ import annotations
 
+import threading
 import time
 
+import pymysql
 import pytest
 import redis
 
@@ -223,6 +225,63 @@ def test_a_connection_lost_after_the_write_still_acknowledges_the_batch(make_wor
     keys = Keys(settings.deployment.key_prefix)
     assert rds.hlen(keys.inflight) == 0 and rds.scard(keys.processing(worker.id)) == 0
     assert scalar(sql, "SELECT COUNT(*) FROM user_block_status WHERE check_count = 1") == 10
+
+
+# -- 6b. two threads on one connection ----------------------------------------------------------
+INSERT_ROW = "INSERT INTO user_block_status (user_id, status) VALUES (%s, %s)"
+
+
+def test_a_statement_from_another_thread_waits_for_a_transaction_and_never_joins_it(settings, sql):
+    """A per-row worker writes back in a thread while its loop, after an outage, probes MySQL in
+    another, on the same connection. Sharing it at once, the probe ran inside the write-back's
+    transaction and each read the other's replies: the change feed lost a row's transitions (1 run
+    in 10 of test_change_feed's kill -9 test). A statement waits while another thread's
+    transaction runs, so the one commits or rolls back without the other."""
+    db = Database(settings)
+    inside, other_done = threading.Event(), threading.Event()
+
+    def other_thread() -> None:
+        inside.wait(5)
+        db.execute(INSERT_ROW, (2, "autocommit"))  # one statement of its own: never rolled back
+        other_done.set()
+
+    def write_back(cursor) -> None:
+        cursor.execute(INSERT_ROW, (1, "rolled back"))
+        inside.set()
+        other_done.wait(0.5)  # a shared connection runs the other statement now, inside this transaction
+        cursor.execute("SELECT * FROM no_such_table")  # the write-back fails: all of it rolls back
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    try:
+        with pytest.raises(pymysql.err.ProgrammingError):
+            db.run_in_transaction(write_back)
+        thread.join(5)
+        assert other_done.is_set()
+        assert query(sql, "SELECT user_id, status FROM user_block_status WHERE user_id IN (1, 2)") == (
+            (2, "autocommit"),
+        )
+    finally:
+        db.close()
+
+
+def test_an_exception_inside_a_transaction_leaves_nothing_open_for_the_next_statement(settings, sql):
+    """A Python error between two statements of a transaction (a bug in the work, an interrupt)
+    used to leave it open on the connection: the next autocommit statement joined it and was
+    never committed."""
+    db = Database(settings)
+
+    def work(cursor) -> None:
+        cursor.execute(INSERT_ROW, (1, "never"))
+        raise ValueError("a bug between two statements")
+
+    try:
+        with pytest.raises(ValueError):
+            db.run_in_transaction(work)
+        db.execute(INSERT_ROW, (2, "next"))
+        assert query(sql, "SELECT user_id FROM user_block_status WHERE user_id IN (1, 2)") == ((2,),)
+    finally:
+        db.close()
 
 
 # -- 7. per-row sync checks that hang ----------------------------------------------------------
