@@ -26,7 +26,7 @@ from recheck.dispatcher.lease import NotLeader
 from recheck.dispatcher.web import Dashboard
 from recheck.shared.config import Settings, Workload
 from recheck.shared.mysql.schema import require_distinct_tables
-from recheck.shared.policies.lifecycle import lifecycle_of
+from recheck.shared.policies.lifecycle import rhythm_of
 from recheck.shared.process.loop import Service
 from recheck.shared.process.metrics import serve as serve_metrics
 from recheck.shared.redis.connection import REDIS_DOWN
@@ -84,7 +84,7 @@ class DispatcherService(Service):
         for lane in self.lanes:
             s = lane.workload
             where = f"workload {lane.name}, " if len(self.lanes) > 1 else ""
-            rhythm = lifecycle_of(s).rhythm(s.interval)
+            rhythm = rhythm_of(s)
             log.info(
                 "dispatcher %s started: %stable %s.%s, %s, high water %d",
                 self.id, where, s.mysql.database, s.table, rhythm, s.high_water,

@@ -38,6 +38,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from recheck.shared.core.schedules import ScheduleError, validate, zone_of
 from recheck.shared.errors import RecheckError
 
 ENV_PREFIX = "RECHECK_"
@@ -290,6 +291,13 @@ class WorkloadFields(BaseModel):
     # kept within [min_interval, max_interval]; after a failure too, unless retry = "backoff".
     interval: Seconds = 10.0
     interval_column: Annotated[str, AfterValidator(_optional_identifier)] = ""
+    # Or a calendar (docs/schedules.md): a row is due at the ticks of a cron expression, its own
+    # (schedule_column) or the workload's (schedule), read in its time zone (time_zone_column, an
+    # IANA name; NULL or no column: time_zone). `interval` then only judges freshness.
+    schedule: str = ""
+    schedule_column: Annotated[str, AfterValidator(_optional_identifier)] = ""
+    time_zone: str = "UTC"
+    time_zone_column: Annotated[str, AfterValidator(_optional_identifier)] = ""
     min_interval: Annotated[float, Field(ge=0, le=86_400 * 365)] = 0.0
     max_interval: Seconds = 86_400 * 365.0
     check: Annotated[str, AfterValidator(_check_ref)] = "recheck.workers.demo:check"
@@ -427,6 +435,8 @@ class Workload(WorkloadFields):
             self.fail_column,
             self.error_column,
             *([self.interval_column] if self.interval_column else []),
+            *([self.schedule_column] if self.schedule_column else []),
+            *([self.time_zone_column] if self.time_zone_column else []),
             *([self.priority_column] if self.priority_column else []),
             *([self.group_column] if self.group_column else []),
         ]
@@ -436,6 +446,7 @@ class Workload(WorkloadFields):
             raise ValueError("done: done, pending and keep_done are for one-shot workloads (once = true)")
         if self.once and self.changes and self.done == "delete":
             raise ValueError("changes: a row deleted when done has no stored result to compare (done = keep)")
+        self._check_schedule()
         if (self.group_rate_limit or self.group_max_in_flight) and not self.group_column:
             raise ValueError("group_rate_limit: group limits need a group_column")
         if self.group_limits_table and not self.group_column:
@@ -453,6 +464,29 @@ class Workload(WorkloadFields):
                 "max_in_flight: must be at least `partitions` (each partition keeps a share of it)"
             )
         return self
+
+    def _check_schedule(self) -> None:
+        if self.schedule and self.schedule_column:
+            raise ValueError("schedule: a workload's schedule or a schedule_column per row, not both")
+        if not self.scheduled:
+            if self.time_zone_column:
+                raise ValueError("time_zone_column: a time zone per row needs a schedule or schedule_column")
+            return
+        if self.once:
+            raise ValueError("schedule: one-shot rows run once; a schedule is for recurring rows")
+        if self.interval_column:
+            raise ValueError("schedule: a row follows its schedule or its interval_column, not both")
+        try:
+            zone_of(self.time_zone)
+            if self.schedule:
+                validate(self.schedule, self.time_zone)
+        except ScheduleError as error:
+            raise ValueError(f"schedule: {error}") from None
+
+    @property
+    def scheduled(self) -> bool:
+        """Rows due at calendar ticks (schedule or schedule_column), not every interval."""
+        return bool(self.schedule or self.schedule_column)
 
     @property
     def mysql(self) -> MySQLTarget:

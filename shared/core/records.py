@@ -203,6 +203,7 @@ class StatusFacts(Record):
     # One-shot workloads (once = true): rows still to do (capped like the other counts), and dead
     # ones (failed max_attempts times) with the first few of them.
     once: bool = False
+    schedule: str = ""  # a scheduled workload's rhythm as its start line says it (docs/schedules.md)
     pending: int | None = None
     dead: int = 0
     dead_ids: list[dict[str, Any]] = field(default_factory=list)  # {"id", "fails", "error"}

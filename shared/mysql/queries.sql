@@ -8,8 +8,10 @@
 -- {key_match} turns it into a value of the id column's type (its character set and collation
 -- for text keys, so the primary key index is used), {key_out} prints a key for a queue entry.
 -- {row_interval_us} is the workload's interval in microseconds, or the row's own interval
--- column's, kept within min_interval and max_interval; {next_due_us} and {retry_due_us} are the
--- next due times a write-back sets, jittered (sql.py renders them); {check_columns} the columns
+-- column's, kept within min_interval and max_interval; {next_due} and {retry_due} are the next
+-- due times a write-back sets ({retry_due_us} a one-shot row's backoff), jittered, or a scheduled
+-- row's next tick ({tick_success}, {tick_failure}: v.at_ms, the batch's last element; sql.py
+-- renders them); {check_columns} the columns
 -- a check asked for (`columns`), {check_text} the same as one JSON object (rowtext.py).
 -- Data only ever travels as %(name)s parameters.
 --
@@ -72,7 +74,8 @@ FROM (
 -- dispatched with, so a late or duplicate worker touches 0 rows. NOW(3) is the statement's
 -- start time on both servers, so checked_at and the next due time agree. A row's next due time
 -- is its check's Recheck(after=...) (after_us, already clamped) or else its interval, up to
--- `jitter` of it earlier ({next_due_us}).
+-- `jitter` of it earlier ({next_due}); a scheduled row's is its next tick, unless its check
+-- asked for a Recheck(after=).
 -- {unchanged_only}: nothing, but in "write_unchanged" (sql.py), the change feed's first write:
 -- only the rows that are not failing and whose stored result is this very text, byte for byte
 -- (CAST AS CHAR prints a number or a time as stored: '0.50' is not '0.5'), so their write has
@@ -83,14 +86,14 @@ UPDATE JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
         {key_column},
         due_ms BIGINT PATH '$[1]',
         result {result_text} PATH '$[2]',
-        after_us BIGINT PATH '$[3]')) AS v
+        after_us BIGINT PATH '$[3]'{tick_success})) AS v
 STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY)
   ON t.{id} = {key_match}
  AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
  {unchanged_only}
 SET t.{result} = v.result,
     t.{checked} = NOW(3),
-    t.{due} = NOW(3) + INTERVAL {next_due_us} MICROSECOND,
+    t.{due} = {next_due},
     t.{count} = t.{count} + 1,
     t.{fails} = 0,
     t.{error} = NULL
@@ -109,6 +112,14 @@ FOR UPDATE SKIP LOCKED
 -- The columns a check asked for (`columns`), for a whole take in ONE statement by primary key;
 -- a row deleted since its dispatch is simply not there.
 SELECT t.{id}, {check_columns}
+FROM JSON_TABLE(%(keys)s, '$[*]' COLUMNS ({key_alone})) AS v
+STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY) ON t.{id} = {key_match}
+
+-- name: schedule_rows
+-- A scheduled workload's (docs/schedules.md): the schedule and time zone of each row of a batch
+-- about to be written ({schedule_columns}: the row's columns, or NULL for the workload's own),
+-- in ONE statement by primary key: what the application wrote last is what counts.
+SELECT t.{id}, {schedule_columns}
 FROM JSON_TABLE(%(keys)s, '$[*]' COLUMNS ({key_alone})) AS v
 STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY) ON t.{id} = {key_match}
 
@@ -222,16 +233,17 @@ SET t.{fails} = t.{fails} + 1,
 -- name: schedule_retry
 -- Second statement for failed rows: due again after the row's own interval, as after a success
 -- (a failure keeps the row's rhythm), or with `retry = "backoff"` after retry_base * 2^(failures
--- - 1), at most retry_max and never later than the row's interval ({retry_due_us}). Counted from
+-- - 1), at most retry_max and never later than the row's interval ({retry_due}; a scheduled
+-- row's interval ends at its next tick). Counted from
 -- the attempt stamp the first statement wrote, not from this statement's own NOW(3), which may be
 -- a millisecond later.
 UPDATE JSON_TABLE(%(batch)s, '$[*]' COLUMNS (
         {key_column},
-        due_ms BIGINT PATH '$[1]')) AS v
+        due_ms BIGINT PATH '$[1]'{tick_failure})) AS v
 STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY)
   ON t.{id} = {key_match}
  AND t.{due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.due_ms * 1000 MICROSECOND
-SET t.{due} = t.{checked} + INTERVAL {retry_due_us} MICROSECOND
+SET t.{due} = {retry_due}
 
 -- name: write_done
 -- One-shot workloads (`once = true`): successes without a Recheck(after=) are done. Fenced like

@@ -146,12 +146,13 @@ class Rows:
         }
 
     def write_failures(self, failures: Sequence[Row]) -> list[Statement]:
-        """Rows (key, due_ms, error) written as failed, then their retry scheduled (two statements:
+        """Rows (key, due_ms, error[, at_ms]) written as failed, then their retry scheduled (two statements:
         MySQL does not promise the order of a multi-table UPDATE's assignments); a one-shot row
         that failed max_attempts times is dead instead."""
         s = self.workload
         retry = {
-            "batch": batch_json((key, due_ms) for key, due_ms, _ in failures),
+            # A scheduled row's next tick travels last (key, due_ms, error, at_ms): see due_expressions.
+            "batch": batch_json((key, due_ms, *tick) for key, due_ms, _, *tick in failures),
             "retry_base_ms": round(s.retry_base * 1000),
             "retry_max_ms": round(s.retry_max * 1000),
             "max_attempts": s.max_attempts,
@@ -203,6 +204,12 @@ class Rows:
         return {
             row[0]: dict(zip(names, row, strict=True)) for row in self.db.query(self.queries.check_rows, args)
         }
+
+    def schedules(self, refs: Sequence[Key]) -> dict[Any, tuple[Any, Any]]:
+        """key -> (schedule, time zone) as stored, for a scheduled workload's rows (None where the
+        workload has no such column, or the row's is NULL); one statement."""
+        rows = self.db.query(self.queries.schedule_rows, {"keys": batch_json(refs)})
+        return {row[0]: (row[1], row[2]) for row in rows}
 
     def probe_writable(self) -> None:
         """Raise DatabaseDown (or DatabaseRefused) unless MySQL takes writes right now."""

@@ -30,6 +30,9 @@ CHARACTER_TYPES = {"char", "varchar", "tinytext", "text", "mediumtext", "longtex
 GROUP_TYPES = INTEGER_TYPES | TEXT_KEY_TYPES | BINARY_KEY_TYPES | {"enum"}  # a name, not a document
 DUE_PRECISION = 3  # due times travel as milliseconds: a finer column could never match its fence
 LONG_TEXT_TYPES = {"tinytext", "text", "mediumtext", "longtext"}
+SCHEDULE_TYPES = (
+    TEXT_KEY_TYPES | BINARY_KEY_TYPES | LONG_TEXT_TYPES | {"enum"}
+)  # a cron expression, a zone name
 # A one-shot workload adopting an existing table: its due column is added with this default, so
 # that existing rows (and rows producers insert meanwhile) are neither due nor done until init-db
 # has sorted them by `pending` and set the real default; an adoption cut short, or an ALTER
@@ -234,6 +237,10 @@ def inspect_table(workload: Workload, db: Database, adopt: tuple[str, ...] = ())
     plan.fatal += typed_column_problems(
         columns, "interval", workload.interval_column, NUMBER_TYPES, "it must hold seconds as a number"
     )
+    for role, name in (("schedule", workload.schedule_column), ("time_zone", workload.time_zone_column)):
+        plan.fatal += typed_column_problems(
+            columns, role, name, SCHEDULE_TYPES, "it must hold text (CHAR, VARCHAR)"
+        )
     ordering, lifecycle = ordering_of(workload), lifecycle_of(workload)
     plan.fatal += typed_column_problems(
         columns, "priority", ordering.priority_by, INTEGER_TYPES,

@@ -95,24 +95,50 @@ def interval_params(workload: Workload) -> dict[str, float | int]:
     }
 
 
+TICK = "TIMESTAMP'1970-01-01 00:00:00' + INTERVAL v.at_ms * 1000 MICROSECOND"  # a scheduled row's next tick
+
+
 def due_expressions(workload: Workload) -> dict[str, str]:
-    """The write-backs' next due times, in microseconds from now: {next_due_us} after a success
-    (the check's Recheck(after=), already clamped, or the row's interval), {retry_due_us} after
-    a failure (the row's interval, or with `retry = "backoff"` retry_base doubling with each
-    failure in a row, at most retry_max and never later than the row's interval)."""
+    """The write-backs' next due times: {next_due} after a success (now + the check's
+    Recheck(after=), already clamped, or the row's interval), {retry_due} after a failure (the
+    row's checked time + its interval, or with `retry = "backoff"` retry_base doubling with each
+    failure in a row, at most retry_max and never later than the row's interval); {retry_due_us}
+    a one-shot row's backoff in microseconds. A scheduled row's interval ends at its next tick,
+    which the worker computes and sends ({tick_success}, {tick_failure}: v.at_ms)."""
     seed = "CONCAT(v.row_key, ':', v.due_ms)"
     after_success = f"COALESCE(v.after_us, {row_interval_us(workload)})"
     after_failure = row_interval_us(workload)
-    if workload.jitter:  # jitter = 0: not even the hash per row
+    if workload.jitter and not workload.scheduled:  # jitter = 0: not even the hash per row
         after_failure = jittered_us(after_failure, seed)
         if workload.interval_column:  # else the worker sends each success's jittered interval
             after_success = jittered_us(after_success, seed)  # (writeback.NextDue): cheaper there
     backoff = "LEAST(%(retry_max_ms)s, %(retry_base_ms)s << LEAST(GREATEST(t.{fails}, 1) - 1, 40)) * 1000"
     if lifecycle_of(workload).failure_backoff_only:  # a job has no rhythm to keep: backoff alone
         after_failure = backoff
-    elif workload.retry == "backoff":
+    elif workload.retry == "backoff" and not workload.scheduled:
         after_failure = f"LEAST({backoff}, {after_failure})"
-    return {"next_due_us": after_success, "retry_due_us": after_failure}
+    expressions = {
+        "next_due": f"NOW(3) + INTERVAL {after_success} MICROSECOND",
+        "retry_due": f"t.{{checked}} + INTERVAL {after_failure} MICROSECOND",
+        "retry_due_us": after_failure,
+        "tick_success": "",
+        "tick_failure": "",
+    }
+    if workload.scheduled:
+        expressions["next_due"] = f"IF(v.after_us IS NULL, {TICK}, NOW(3) + INTERVAL v.after_us MICROSECOND)"
+        expressions["retry_due"] = TICK
+        if workload.retry == "backoff":
+            expressions["retry_due"] = f"LEAST(t.{{checked}} + INTERVAL {backoff} MICROSECOND, {TICK})"
+        expressions["tick_success"] = ",\n        at_ms BIGINT PATH '$[4]'"
+        expressions["tick_failure"] = ",\n        at_ms BIGINT PATH '$[2]'"
+    return expressions
+
+
+def schedule_columns(workload: Workload) -> str:
+    """A scheduled workload's schedule and time zone columns, each NULL where the workload's own
+    setting serves every row (schedule_rows)."""
+    columns = (workload.schedule_column, workload.time_zone_column)
+    return ", ".join(f"t.{quote(column)}" if column else "NULL" for column in columns)
 
 
 def feed_owner(workload: Workload) -> str:
@@ -245,7 +271,10 @@ class Queries:
         quoted["check_columns"] = ", ".join(f"t.{quote(c)}" for c in workload.columns) or "NULL"
         quoted["check_text"] = check_text(row_text)
         for name, expression in due_expressions(workload).items():
-            quoted[name] = expression.replace("{fails}", quoted["fails"])
+            quoted[name] = expression.replace("{fails}", quoted["fails"]).replace(
+                "{checked}", quoted["checked"]
+            )
+        quoted["schedule_columns"] = schedule_columns(workload)
         quoted["class_filter"] = class_filter(workload, priority=False)
         quoted["group_out"] = group_out(workload)
         quoted["group_hex"] = group_hex(workload)

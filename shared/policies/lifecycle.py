@@ -64,3 +64,16 @@ ONE_SHOT = Lifecycle(
 def lifecycle_of(workload: Workload) -> Lifecycle:
     """The workload's lifecycle, as its settings chose it (`once`)."""
     return ONE_SHOT if workload.once else RECURRING
+
+
+def rhythm_of(workload: Workload) -> str:
+    """How a start line says the rows' rhythm: an interval, one-shot rows, or a calendar
+    schedule (docs/schedules.md)."""
+    zone = f"time zone {workload.time_zone}"
+    if workload.time_zone_column:
+        zone = f"each row's time zone ({workload.time_zone_column}, else {workload.time_zone})"
+    if workload.schedule:
+        return f"schedule {workload.schedule!r} in {zone}"
+    if workload.schedule_column:
+        return f"each row's schedule ({workload.schedule_column}) in {zone}"
+    return lifecycle_of(workload).rhythm(workload.interval)

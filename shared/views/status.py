@@ -23,6 +23,7 @@ from recheck.shared.core.failures import Recent, failing
 from recheck.shared.core.records import ErrorGroup, Freshness, Overdue, StatusFacts, WorkerBeat
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rows import Rows
+from recheck.shared.policies.lifecycle import rhythm_of
 from recheck.shared.redis.store import Store
 from recheck.shared.views.buckets import SECONDS_BUCKETS, quantile
 
@@ -170,6 +171,8 @@ def gather(
         facts.groups_waiting, facts.groups_at_rate, facts.groups_at_room = groups[:3]
         facts.groups_held = [{"group": name, "waiting": size} for name, size in groups.biggest]
         facts.groups_open, facts.groups_open_names = groups.open_count, list(groups.open)
+    if workload.scheduled:
+        facts.schedule = rhythm_of(workload)
     if workload.once:
         facts.once = True
         facts.pending = rows.count_pending(cap)
@@ -182,7 +185,9 @@ def gather(
     facts.dispatchers = store.live_dispatchers()
     facts.live_dispatchers = len(facts.dispatchers)
     facts.fresh = facts.overdue_waiting == 0 and not facts.checks_failing
-    facts.needed_rate = round(facts.rows / workload.interval, 1) if facts.rows else None
+    facts.needed_rate = (
+        round(facts.rows / workload.interval, 1) if facts.rows and not facts.schedule else None
+    )
     return facts
 
 
@@ -244,7 +249,9 @@ class Sampler:
         facts.due_ahead_unchecked = self._due_ahead
         facts.failing_rows = self._failing_rows
         facts.failing = self._failing
-        facts.needed_rate = round(facts.rows / self.workload.interval, 1) if facts.rows else None
+        facts.needed_rate = (
+            round(facts.rows / self.workload.interval, 1) if facts.rows and not facts.schedule else None
+        )
         facts.checks_per_second = self._rate(now, facts.counters)
         facts.lateness_p50_s, facts.lateness_p99_s = self._recent_lateness(facts.workers)
         facts.sampled_at = time.time()
@@ -304,9 +311,12 @@ def capped(count: int, facts: StatusFacts) -> str:
 
 
 def rhythm(facts: StatusFacts) -> str:
-    """'every 10 s', or the range of the rows' own intervals ('every 5-60 s'); 'one-shot rows'."""
+    """'every 10 s', or the range of the rows' own intervals ('every 5-60 s'); 'one-shot rows'; a
+    calendar schedule ("each row's schedule (cron) in time zone UTC")."""
     if facts.once:
         return "one-shot rows"
+    if facts.schedule:
+        return facts.schedule
     low, high = facts.interval_range_s or (facts.interval_s, facts.interval_s)
     return f"every {low:g} s" if low == high else f"every {low:g}-{high:g} s"
 

@@ -1,7 +1,7 @@
 """The lifecycle policy: which one a workload's settings choose, and what each decides."""
 
-from recheck.shared.config import Settings
-from recheck.shared.policies.lifecycle import ONE_SHOT, RECURRING, lifecycle_of
+from recheck.shared.config import Settings, Workload
+from recheck.shared.policies.lifecycle import ONE_SHOT, RECURRING, lifecycle_of, rhythm_of
 
 
 def test_once_chooses_the_one_shot_lifecycle_and_nothing_else_does():
@@ -22,3 +22,9 @@ def test_each_lifecycle_decides_every_question_its_own_way():
         assert getattr(RECURRING, name) != getattr(ONE_SHOT, name), name
     assert RECURRING.rhythm(2.5) == "interval 2.5s"
     assert ONE_SHOT.rhythm(2.5) == "one-shot rows"
+    assert rhythm_of(Workload(schedule="0 9 * * MON", time_zone="Europe/Paris")) == (
+        "schedule '0 9 * * MON' in time zone Europe/Paris"
+    )
+    assert rhythm_of(Workload(schedule_column="cron", time_zone_column="tz")) == (
+        "each row's schedule (cron) in each row's time zone (tz, else UTC)"
+    )

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from zlib import crc32
@@ -44,6 +44,7 @@ from recheck.shared.mysql.rows import Rows
 from recheck.shared.mysql.sql import JITTER_RUNS, JITTER_SHIFT, jitter_share
 from recheck.shared.policies.lifecycle import lifecycle_of
 from recheck.workers.checks import Outcome
+from recheck.workers.writing.schedules import RowSchedules
 
 log = logging.getLogger(__name__)
 
@@ -117,11 +118,15 @@ def split_outcomes(
     error_limit: int | None,
     keys: KeyKind = INT_KEYS,
     due: NextDue = NextDue(),
+    ticks: Mapping[bytes, int] | None = None,
 ) -> tuple[list[tuple], list[tuple]]:
     """(successes, failures) as rows for the JSON batches: (key, due_ms, text), texts clipped to
     their columns; a success gets its next interval as a fourth element, in microseconds, when
     its check asked for one (Recheck, kept within [due.low, due.high]) or when it is jittered
-    here (see NextDue)."""
+    here (see NextDue). ticks (a scheduled workload): entry -> the row's next tick (due_ms), last
+    in both kinds of rows (a success's fourth element then None when its check asked nothing)."""
+    if ticks is not None:
+        return scheduled_outcomes(items, outcomes, result_limit, error_limit, keys, due, ticks)
     successes: list[tuple] = []
     failures: list[tuple] = []
     ref = keys.ref
@@ -152,6 +157,31 @@ def split_outcomes(
     return successes, failures
 
 
+def scheduled_outcomes(
+    items: Sequence[Item],
+    outcomes: Sequence[Outcome],
+    result_limit: int | None,
+    error_limit: int | None,
+    keys: KeyKind,
+    due: NextDue,
+    ticks: Mapping[bytes, int],
+) -> tuple[list[tuple], list[tuple]]:
+    """split_outcomes of a scheduled workload: (key, due_ms, text, after_us or None, at_ms) and
+    (key, due_ms, error, at_ms); no jitter (a tick is a tick)."""
+    successes: list[tuple] = []
+    failures: list[tuple] = []
+    for item, outcome in zip(items, outcomes, strict=True):
+        key, at_ms = keys.ref(item), ticks[item.entry]
+        if not outcome.ok:
+            failures.append((key, item.due_ms, clip(outcome.text, error_limit), at_ms))
+            continue
+        after_us = None
+        if outcome.after is not None:
+            after_us = min(max(round(outcome.after * 1_000_000), due.low), due.high)
+        successes.append((key, item.due_ms, clip(outcome.text, result_limit), after_us, at_ms))
+    return successes, failures
+
+
 class WriteBack:
     def __init__(self, workload: Workload, db: Database):
         self.workload = workload
@@ -163,13 +193,14 @@ class WriteBack:
             # No interval of its own: a row's interval column, or a one-shot workload (a success is
             # done; only a Recheck(after=) reschedules it).
             interval_us=None
-            if workload.interval_column or lifecycle_of(workload).success_done
+            if workload.interval_column or workload.scheduled or lifecycle_of(workload).success_done
             else round(workload.interval * 1_000_000),
             jitter=workload.jitter,
         )
         self.clock_offset_ms = 0.0  # database clock (DATETIME in the session time zone) minus this host's
         self.epoch_offset_s = 0.0  # database clock (Unix seconds) minus this host's
         self.clock_read_at = -CLOCK_REFRESH
+        self.schedules = RowSchedules(workload, self.rows) if workload.scheduled else None
 
     def learn_table(self) -> None:
         """Read the id column's type and the text columns' sizes (once, at start)."""
@@ -215,35 +246,65 @@ class WriteBack:
 
     def write(self, items: Sequence[Item], outcomes: Sequence[Outcome], retry: bool = False) -> Written:
         """retry: an earlier attempt of this write lost its connection (see PATIENT_LOCK_WAITS)."""
-        return self._write_isolating(list(zip(items, outcomes, strict=True)), retry)
+        pairs = list(zip(items, outcomes, strict=True))
+        if self.schedules is None:
+            return self._write_isolating(pairs, retry)
+        return self._write_scheduled(pairs, retry)
 
-    def _write_isolating(self, pairs: list[tuple[Item, Outcome]], retry: bool = False) -> Written:
+    def _write_scheduled(self, pairs: list[tuple[Item, Outcome]], retry: bool) -> Written:
+        """A scheduled workload's write: each row due again at its next tick; a row whose schedule
+        cannot be used is parked with the reason (fenced, as every write)."""
+        assert self.schedules is not None
+        self._read_clock()
+        ticks = self.schedules.next_ticks(
+            [item for item, _ in pairs], self.clock_offset_ms, self.epoch_offset_s
+        )
+        written = Written(0, 0, len(ticks.gone))  # deleted since their dispatch: nothing to write
+        keys = self.rows.keys
+        for reason, parked in ticks.parked.items():
+            n = self.rows.quarantine([(keys.ref(item), item.due_ms) for item in parked], reason)
+            log.error("%srows %s: %s", self.workload.log_prefix,
+                      ", ".join(str(keys.show(item.id)) for item in parked[:10]), reason)  # fmt: skip
+            written += Written(0, n, len(parked) - n)
+        kept = [pair for pair in pairs if pair[0].entry in ticks.at_ms]
+        return written + (self._write_isolating(kept, retry, ticks.at_ms) if kept else NOTHING_WRITTEN)
+
+    def _write_isolating(
+        self, pairs: list[tuple[Item, Outcome]], retry: bool = False, ticks: Mapping[bytes, int] | None = None
+    ) -> Written:
         """Write the pairs; where a column refuses a value, halve until each refusing row is alone."""
         try:
-            return self._write(pairs, retry)
+            return self._write(pairs, retry, ticks)
         except RowsRefused as refused:
             if len(pairs) > 1:
                 half = len(pairs) // 2
-                return self._write_isolating(pairs[:half]) + self._write_isolating(pairs[half:])
-            return self._refused_alone(pairs[0], refused)
+                return self._write_isolating(pairs[:half], ticks=ticks) + self._write_isolating(
+                    pairs[half:], ticks=ticks
+                )
+            return self._refused_alone(pairs[0], refused, ticks)
 
-    def _refused_alone(self, pair: tuple[Item, Outcome], refused: RowsRefused) -> Written:
+    def _refused_alone(
+        self, pair: tuple[Item, Outcome], refused: RowsRefused, ticks: Mapping[bytes, int] | None
+    ) -> Written:
         item, outcome = pair
         if outcome.ok:  # the result was refused: the row fails with the server's reason
             try:
                 return self._write([(item, Outcome(False, f"ResultRefused: the result column refused "
-                                                          f"the check's result: {refused}"))])  # fmt: skip
+                                                          f"the check's result: {refused}"))],
+                                   ticks=ticks)  # fmt: skip
             except RowsRefused as again:
                 refused = again
         log.error("%srow %s: not even its failure can be stored (%s); left for a later cycle",
                   self.workload.log_prefix, item.id, refused)  # fmt: skip
         return Written(0, 0, 0, (item.entry,))
 
-    def _write(self, pairs: list[tuple[Item, Outcome]], retry: bool = False) -> Written:
+    def _write(
+        self, pairs: list[tuple[Item, Outcome]], retry: bool = False, ticks: Mapping[bytes, int] | None = None
+    ) -> Written:
         """One transaction (one statement when all succeeded); if another transaction holds a
         row, the rows nobody holds are locked first and written, the held ones deferred. A
         retry after a lost connection first waits PATIENT_LOCK_WAITS lock waits for its rows."""
-        plan = self._plan(pairs)
+        plan = self._plan(pairs, ticks)
         if plan is None:
             return NOTHING_WRITTEN
         for attempt in range(1 + (PATIENT_LOCK_WAITS if retry else 0)):
@@ -259,9 +320,11 @@ class WriteBack:
                 log.warning("%srows of a write retried after a lost connection are still locked (the "
                             "server rolling back the lost attempt?); waiting up to %d more lock waits",
                             self.workload.log_prefix, PATIENT_LOCK_WAITS)  # fmt: skip
-        return self.db.run_in_transaction(lambda cursor: self._write_unlocked(cursor, pairs))
+        return self.db.run_in_transaction(lambda cursor: self._write_unlocked(cursor, pairs, ticks))
 
-    def _write_unlocked(self, cursor, pairs: list[tuple[Item, Outcome]]) -> Written:
+    def _write_unlocked(
+        self, cursor, pairs: list[tuple[Item, Outcome]], ticks: Mapping[bytes, int] | None = None
+    ) -> Written:
         keys = self.rows.keys
         cursor.execute(*self.rows.lock_unlocked([keys.ref(item) for item, _ in pairs]))
         locked = {row[0] for row in cursor.fetchall()}
@@ -269,10 +332,12 @@ class WriteBack:
         if held:
             log.warning("%s%d rows are locked by another transaction; deferred to a later cycle",
                         self.workload.log_prefix, len(held))  # fmt: skip
-        plan = self._plan([pair for pair in pairs if pair[0].id in locked])
+        plan = self._plan([pair for pair in pairs if pair[0].id in locked], ticks)
         return (plan.run(cursor) if plan else NOTHING_WRITTEN) + Written(0, 0, 0, held)
 
-    def _plan(self, pairs: list[tuple[Item, Outcome]]) -> WritePlan | None:
+    def _plan(
+        self, pairs: list[tuple[Item, Outcome]], ticks: Mapping[bytes, int] | None = None
+    ) -> WritePlan | None:
         """The batch's statements, to run in one transaction (None: nothing to write)."""
         workload, table = self.workload, self.rows.table
         successes, failures = split_outcomes(
@@ -282,6 +347,7 @@ class WriteBack:
             table.error_limit,
             table.keys,
             self.next_due,
+            ticks,
         )
         if not successes and not failures:
             return None

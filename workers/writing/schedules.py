@@ -1,0 +1,84 @@
+"""A scheduled workload's next due times (docs/schedules.md): each checked row's next tick.
+
+The write-back asks before it writes: the rows' schedules and time zones are read in one
+statement (only when they are columns; a workload's own schedule needs no read), each row's next
+tick is the first after the later of now and its due time (shared/core/schedules.py: a row
+checked late runs once for the ticks it missed), and it travels in the batch as a due time on the
+database's clock. A row whose schedule or time zone cannot be used is parked (quarantined) with
+the reason, and `recheck release ID` puts it back once the application has fixed it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from recheck.shared.config import Workload
+from recheck.shared.core.entries import Item
+from recheck.shared.core.schedules import ScheduleError, Ticks, db_clock_ms, db_zone_of, unix_of_db_ms
+from recheck.shared.mysql.rows import Rows
+
+PARKED = "quarantined: its schedule cannot be used ({why}); fix it, then `recheck release ID`"
+
+
+@dataclass
+class NextTicks:
+    """What a batch's schedules say: entry -> the row's next tick (due_ms, the database's clock);
+    reason -> the entries of rows parked for it; the entries of rows no longer there."""
+
+    at_ms: dict[bytes, int] = field(default_factory=dict)
+    parked: dict[str, list[Item]] = field(default_factory=dict)
+    gone: list[Item] = field(default_factory=list)
+
+
+def as_text(value: object) -> str:
+    """A schedule or zone as stored: text, bytes (a binary column) or NULL ('': the workload's)."""
+    if value is None:
+        return ""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "replace").strip()
+    return str(value).strip()
+
+
+class RowSchedules:
+    def __init__(self, workload: Workload, rows: Rows, clock: Callable[[], float] = time.time):
+        self.workload = workload
+        self.rows = rows
+        self.clock = clock  # this host's Unix time (a test's clock)
+        self.ticks = Ticks()
+        self.per_row = bool(workload.schedule_column or workload.time_zone_column)
+
+    def next_ticks(self, items: Sequence[Item], clock_offset_ms: float, epoch_offset_s: float) -> NextTicks:
+        """The batch's next ticks. clock_offset_ms, epoch_offset_s: the database clock against
+        this host's (as due times read it, and in Unix seconds: WriteBack measures both)."""
+        s = self.workload
+        stored: dict = {}
+        if self.per_row:
+            keys = self.rows.keys
+            stored = self.rows.schedules([keys.ref(item) for item in items])
+        db_tz = db_zone_of(s.deployment.db_time_zone, clock_offset_ms)
+        now = self.clock() + epoch_offset_s
+        now_ms = db_clock_ms(now, db_tz)
+        out = NextTicks()
+        for item in items:
+            schedule, zone = s.schedule, s.time_zone
+            if self.per_row:
+                if item.id not in stored:  # deleted since its dispatch: nothing to write
+                    out.gone.append(item)
+                    continue
+                row_schedule, row_zone = stored[item.id]
+                schedule = as_text(row_schedule) or schedule
+                zone = as_text(row_zone) or zone
+            # The first tick after the later of now and its due time (a row checked early when
+            # this host's clock is a little behind the database's keeps its tick).
+            moment = now if item.due_ms <= now_ms else max(now, unix_of_db_ms(item.due_ms, db_tz))
+            try:
+                if not schedule:
+                    raise ScheduleError("its schedule column is empty and the workload has no schedule")
+                tick = self.ticks.next_after(schedule, zone, moment)
+            except ScheduleError as error:
+                out.parked.setdefault(PARKED.format(why=error), []).append(item)
+                continue
+            out.at_ms[item.entry] = db_clock_ms(tick, db_tz)
+        return out
