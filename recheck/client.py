@@ -19,9 +19,10 @@ after). With Redis away, the keyset cursor still finds rows made due now.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from recheck.shared.actions import Acted, Actions
 from recheck.shared.config import ConfigError, Settings, Workload
@@ -96,6 +97,9 @@ class Client:
     def now(self, ids: Iterable) -> Acted:
         return self.actions.now(ids)
 
+    def enqueue(self, rows: Sequence[Mapping[str, Any]], key: str, delay: float = 0.0) -> list:
+        return self.actions.enqueue(rows, key, delay)
+
     def pause(self, ids: Iterable) -> Acted:
         return self.actions.pause(ids)
 
@@ -116,7 +120,7 @@ class Client:
 
     now.__doc__, pause.__doc__ = Actions.now.__doc__, Actions.pause.__doc__
     resume.__doc__, release.__doc__ = Actions.resume.__doc__, Actions.release.__doc__
-    retry.__doc__ = Actions.retry.__doc__
+    retry.__doc__, enqueue.__doc__ = Actions.retry.__doc__, Actions.enqueue.__doc__
     retry_dead.__doc__, discard_dead.__doc__ = Actions.retry_dead.__doc__, Actions.discard_dead.__doc__
 
     def state(self, row_id) -> dict | None:

@@ -10,15 +10,19 @@ Redis away the keyset cursor finds rows made due now anyway (their due time is a
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from recheck.shared.mysql.rows import Rows
+from recheck.shared.policies.lifecycle import lifecycle_of
 from recheck.shared.redis.connection import REDIS_DOWN
 from recheck.shared.redis.store import Store
 
 ACTIONS = ("now", "pause", "resume", "release", "retry")  # what the command line and the dashboard offer
-BULK_CHUNK = 1_000  # dead rows per statement of a bulk retry or discard
+BULK_CHUNK = 1_000  # rows per statement of a bulk retry, discard or enqueue
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,63}")  # a column Client.enqueue may name
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,40 @@ class Actions:
         self.rows.mark_now(active)
         self._ask(active)
         return Acted(active, missing, left_alone(found, active))
+
+    def enqueue(self, rows: Sequence[Mapping[str, Any]], key: str, delay: float = 0.0) -> list:
+        """One-shot rows enqueued, unique by the column `key` (it needs a UNIQUE index, or is the
+        primary key): a row no other holds is inserted; where one exists, it is enqueued again
+        with these values: a done or dead row runs again, a pending one once (not once per
+        enqueue: a queued entry is superseded), one running now once more (that next run may
+        start before this one ends; this one's write is fenced out, and the next run reads the
+        latest values), paused and quarantined ones stay so. delay:
+        due that many seconds from now, and a pending row's due time pushed on to it (debounce:
+        it runs once, `delay` after the last enqueue). Returns the rows' keys as stored."""
+        if not lifecycle_of(self.rows.workload).one_shot:
+            raise ValueError("enqueue is for one-shot workloads (once = true)")
+        if delay < 0:
+            raise ValueError(f"delay must be 0 or more seconds, not {delay!r}")
+        if not rows:
+            return []
+        columns = list(rows[0])
+        if key not in columns or any(list(row) != columns for row in rows):
+            raise ValueError(f"every row must give the same columns, {key!r} among them")
+        for column in columns:
+            if not IDENTIFIER.fullmatch(column):
+                raise ValueError(f"{column!r} is not a plain column name")
+        keys: list = []
+        for start in range(0, len(rows), BULK_CHUNK):
+            chunk = [[row[column] for column in columns] for row in rows[start : start + BULK_CHUNK]]
+            keys += self.rows.enqueue(columns, chunk, key, round(delay * 1_000_000))
+        with contextlib.suppress(*REDIS_DOWN):  # the keyset cursor finds them anyway (fenced)
+            store = self.store()
+            held = store.in_flight([self.rows.keys.encode(k) for k in keys])  # queued or running
+            if held and delay:
+                store.drop(held)  # a queued entry of the old due time never starts
+            elif held:
+                store.ask(held)  # the new due time supersedes the queued or running one
+        return keys
 
     def pause(self, ids: Iterable) -> Acted:
         """Never dispatched until resumed, and a row already queued is dropped by the take that

@@ -336,6 +336,26 @@ WHERE {id} IN %(ids)s
 UPDATE {table} FORCE INDEX (PRIMARY) SET {due} = NOW(3)
 WHERE {id} IN %(ids)s AND ({due} < {parked_from} OR {due} IS NULL)
 
+-- name: enqueue
+-- Client.enqueue (one-shot workloads; docs/queue-tables.md, "Unique and debounced jobs"): rows
+-- inserted due at NOW(3) + the delay, or where a unique key already holds the row, that row
+-- enqueued again: its given columns written, due at NOW(3) + the delay (a debounce pushes a
+-- pending row's due time on), a done or dead row's failures forgotten; a paused or quarantined
+-- row keeps its state. {enqueue_columns} and {enqueue_set} are the caller's columns (validated
+-- identifiers: rendered as /*markers*/ that rows.py fills in per call), {enqueue_values} one
+-- group of %s per row (rows.py repeats it). VALUES(col) in ON DUPLICATE KEY UPDATE is understood by both servers (MySQL 8.0.20+
+-- deprecates it with a warning; its row alias is not MariaDB's). The assignments run left to
+-- right: the fail count is reset while the due time still says done or dead.
+INSERT INTO {table} ({enqueue_columns}, {due})
+VALUES {enqueue_values}
+ON DUPLICATE KEY UPDATE {enqueue_set}
+  {fails} = IF({due} IS NULL OR {due} = {dead_due}, 0, {fails}),
+  {due} = IF({due} >= {parked_from} AND {due} <> {dead_due}, {due}, VALUES({due}))
+
+-- name: enqueued_keys
+-- The rows Client.enqueue wrote, by the unique column it named ({enqueue_key}): their keys.
+SELECT {id} FROM {table} WHERE {enqueue_key} IN %(values)s
+
 -- name: pause
 -- `recheck pause`: never dispatched until resumed; a check in flight meanwhile is fenced out.
 -- Quarantined and dead rows stay so (`release` and `retry` are their ways back), done rows too.

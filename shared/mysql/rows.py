@@ -26,7 +26,7 @@ from recheck.shared.mysql.batches import batch_json, sql_datetime
 from recheck.shared.mysql.db import LOCKED_NOWAIT, Database, error_code
 from recheck.shared.mysql.rowtext import parse_row_text
 from recheck.shared.mysql.schema import Table, describe_table
-from recheck.shared.mysql.sql import Queries, interval_params
+from recheck.shared.mysql.sql import Queries, interval_params, quote
 from recheck.shared.policies.lifecycle import lifecycle_of
 
 log = logging.getLogger(__name__)
@@ -252,6 +252,27 @@ class Rows:
         whose last error contains `error` and whose last attempt was before `before`."""
         found = self.db.query(
             self.queries.dead_chunk, {"after": after, "limit": limit, "error": error, "before": before}
+        )
+        return [row[0] for row in found]
+
+    def enqueue(
+        self, columns: Sequence[str], rows: Sequence[Sequence[Any]], key: str, delay_us: int
+    ) -> list[Any]:
+        """Client.enqueue's upsert (queries.sql: enqueue), one statement for all the rows; the
+        keys (as stored) of the rows it wrote, found again by the unique column `key`."""
+        names = [quote(column) for column in columns]
+        written = "".join(f"{name} = VALUES({name}), " for name in names if name != quote(key))
+        group = "(" + ", ".join(["%s"] * len(columns)) + ", NOW(3) + INTERVAL %s MICROSECOND)"
+        sql = (
+            self.queries.enqueue.replace("/*enqueue_columns*/", ", ".join(names))
+            .replace("/*enqueue_values*/", ", ".join([group] * len(rows)))
+            .replace("/*enqueue_set*/", written)
+        )
+        self.db.execute(sql, [value for row in rows for value in (*row, delay_us)])
+        at = columns.index(key)
+        found = self.db.query(
+            self.queries.enqueued_keys.replace("/*enqueue_key*/", quote(key)),
+            {"values": tuple(row[at] for row in rows)},
         )
         return [row[0] for row in found]
 

@@ -275,6 +275,8 @@ class Queries:
                 "{checked}", quoted["checked"]
             )
         quoted["schedule_columns"] = schedule_columns(workload)
+        for marker in ("enqueue_columns", "enqueue_values", "enqueue_set", "enqueue_key"):
+            quoted[marker] = f"/*{marker}*/"  # per call: Rows.enqueue fills them in
         quoted["class_filter"] = class_filter(workload, priority=False)
         quoted["group_out"] = group_out(workload)
         quoted["group_hex"] = group_hex(workload)

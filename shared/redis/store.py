@@ -531,6 +531,14 @@ class Store:
             pipe.rpush(self.partitions[index].asked, *part_keys)
         pipe.execute()
 
+    def in_flight(self, ids: Sequence[bytes]) -> list[bytes]:
+        """Those of these ids (as entries spell them) that are queued or held by a worker."""
+        held = []
+        for index, part_ids in self._split(ids).items():
+            dues = self.client.hmget(self.partitions[index].inflight, part_ids)
+            held += [i for i, due in zip(part_ids, dues, strict=True) if due is not None]
+        return held
+
     def drop(self, ids: Sequence[bytes]) -> None:
         """Have a take drop, rather than start, the entry that holds each of these ids (as entries
         spell them) if it is still queued: the rows were just paused. Only an id in flight can be
