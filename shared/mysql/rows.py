@@ -12,6 +12,7 @@ time one is needed (`keys`), so every statement matches keys in the column's own
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -205,11 +206,11 @@ class Rows:
             row[0]: dict(zip(names, row, strict=True)) for row in self.db.query(self.queries.check_rows, args)
         }
 
-    def schedules(self, refs: Sequence[Key]) -> dict[Any, tuple[Any, Any]]:
-        """key -> (schedule, time zone) as stored, for a scheduled workload's rows (None where the
-        workload has no such column, or the row's is NULL); one statement."""
-        rows = self.db.query(self.queries.schedule_rows, {"keys": batch_json(refs)})
-        return {row[0]: (row[1], row[2]) for row in rows}
+    def schedules(self, refs: Sequence[Key]) -> dict[int, tuple[str | None, str | None]]:
+        """Place in `refs` (from 1) -> (schedule, time zone) as stored, for a scheduled workload's
+        rows still there (None where the workload has no such column, or the row's is NULL)."""
+        (text,), *_ = self.db.query(self.queries.schedule_rows, {"keys": batch_json(refs)})
+        return {int(n): (schedule, zone) for n, schedule, zone in json.loads(text or "[]")}
 
     def probe_writable(self) -> None:
         """Raise DatabaseDown (or DatabaseRefused) unless MySQL takes writes right now."""

@@ -138,7 +138,7 @@ def schedule_columns(workload: Workload) -> str:
     """A scheduled workload's schedule and time zone columns, each NULL where the workload's own
     setting serves every row (schedule_rows)."""
     columns = (workload.schedule_column, workload.time_zone_column)
-    return ", ".join(f"t.{quote(column)}" if column else "NULL" for column in columns)
+    return ", ".join(f"CAST(t.{quote(column)} AS CHAR)" if column else "NULL" for column in columns)
 
 
 def feed_owner(workload: Workload) -> str:

@@ -32,15 +32,6 @@ class NextTicks:
     gone: list[Item] = field(default_factory=list)
 
 
-def as_text(value: object) -> str:
-    """A schedule or zone as stored: text, bytes (a binary column) or NULL ('': the workload's)."""
-    if value is None:
-        return ""
-    if isinstance(value, bytes | bytearray):
-        return bytes(value).decode("utf-8", "replace").strip()
-    return str(value).strip()
-
-
 class RowSchedules:
     def __init__(self, workload: Workload, rows: Rows, clock: Callable[[], float] = time.time):
         self.workload = workload
@@ -53,7 +44,7 @@ class RowSchedules:
         """The batch's next ticks. clock_offset_ms, epoch_offset_s: the database clock against
         this host's (as due times read it, and in Unix seconds: WriteBack measures both)."""
         s = self.workload
-        stored: dict = {}
+        stored: dict[int, tuple[str | None, str | None]] = {}
         if self.per_row:
             keys = self.rows.keys
             stored = self.rows.schedules([keys.ref(item) for item in items])
@@ -61,15 +52,16 @@ class RowSchedules:
         now = self.clock() + epoch_offset_s
         now_ms = db_clock_ms(now, db_tz)
         out = NextTicks()
-        for item in items:
+        on_db_clock: dict[float, int] = {}  # tick -> due_ms: the rows of one tick share it
+        for place, item in enumerate(items, 1):
             schedule, zone = s.schedule, s.time_zone
             if self.per_row:
-                if item.id not in stored:  # deleted since its dispatch: nothing to write
+                if place not in stored:  # deleted since its dispatch: nothing to write
                     out.gone.append(item)
                     continue
-                row_schedule, row_zone = stored[item.id]
-                schedule = as_text(row_schedule) or schedule
-                zone = as_text(row_zone) or zone
+                row_schedule, row_zone = stored[place]
+                schedule = row_schedule.strip() if row_schedule else schedule
+                zone = row_zone.strip() if row_zone else zone
             # The first tick after the later of now and its due time (a row checked early when
             # this host's clock is a little behind the database's keeps its tick).
             moment = now if item.due_ms <= now_ms else max(now, unix_of_db_ms(item.due_ms, db_tz))
@@ -80,5 +72,8 @@ class RowSchedules:
             except ScheduleError as error:
                 out.parked.setdefault(PARKED.format(why=error), []).append(item)
                 continue
-            out.at_ms[item.entry] = db_clock_ms(tick, db_tz)
+            at_ms = on_db_clock.get(tick)
+            if at_ms is None:
+                at_ms = on_db_clock[tick] = db_clock_ms(tick, db_tz)
+            out.at_ms[item.entry] = at_ms
         return out
