@@ -106,6 +106,9 @@ class Client:
     def resume(self, ids: Iterable) -> Acted:
         return self.actions.resume(ids)
 
+    def cancel(self, ids: Iterable) -> Acted:
+        return self.actions.cancel(ids)
+
     def release(self, ids: Iterable) -> Acted:
         return self.actions.release(ids)
 
@@ -121,6 +124,7 @@ class Client:
     now.__doc__, pause.__doc__ = Actions.now.__doc__, Actions.pause.__doc__
     resume.__doc__, release.__doc__ = Actions.resume.__doc__, Actions.release.__doc__
     retry.__doc__, enqueue.__doc__ = Actions.retry.__doc__, Actions.enqueue.__doc__
+    cancel.__doc__ = Actions.cancel.__doc__
     retry_dead.__doc__, discard_dead.__doc__ = Actions.retry_dead.__doc__, Actions.discard_dead.__doc__
 
     def state(self, row_id) -> dict | None:

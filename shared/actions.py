@@ -20,7 +20,8 @@ from recheck.shared.policies.lifecycle import lifecycle_of
 from recheck.shared.redis.connection import REDIS_DOWN
 from recheck.shared.redis.store import Store
 
-ACTIONS = ("now", "pause", "resume", "release", "retry")  # what the command line and the dashboard offer
+# What the command line and the dashboard offer.
+ACTIONS = ("now", "pause", "resume", "release", "retry", "cancel")
 BULK_CHUNK = 1_000  # rows per statement of a bulk retry, discard or enqueue
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,63}")  # a column Client.enqueue may name
 
@@ -104,6 +105,25 @@ class Actions:
             with contextlib.suppress(*REDIS_DOWN):
                 self.store().drop([self.rows.keys.encode(key) for key in pausable])
         return Acted(pausable, missing, left_alone(found, pausable))
+
+    def cancel(self, ids: Iterable) -> Acted:
+        """Stop these rows: a queued one is never started (as `pause`), a per-row check running
+        now is cancelled (its asyncio task; a plain function's thread runs on, its result
+        dropped) within a fraction of a second, a batch check finishes its batch; whatever a
+        check was doing, its write is fenced out. The rows become what on_cancel says: paused
+        (the default: `resume` runs them again), done (one-shot rows) or deleted. Quarantined
+        and dead rows are left alone, done ones too."""
+        found, missing = self._existing(ids)
+        stoppable = [key for key, s in found.items() if not (s.quarantined or s.dead or s.done)]
+        self.rows.cancel(stoppable)
+        if stoppable:  # after the rows changed: a check ending now is fenced out
+            with contextlib.suppress(*REDIS_DOWN):
+                store, encoded = self.store(), [self.rows.keys.encode(key) for key in stoppable]
+                store.drop(encoded)  # queued: never started
+                held = store.in_flight(encoded)  # queued or running
+                if held:
+                    store.cancel(held)  # running: cancelled by the worker that runs it
+        return Acted(stoppable, missing, left_alone(found, stoppable))
 
     def resume(self, ids: Iterable) -> Acted:
         """Paused rows due now."""

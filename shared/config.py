@@ -360,6 +360,9 @@ class WorkloadFields(BaseModel):
     max_attempts: Annotated[int, Field(ge=1, le=1000)] = 5
     pending: str = ""
     keep_done: Annotated[float, Field(ge=0, le=86_400 * 3650)] = 0.0
+    # `recheck cancel` / Client.cancel: what a cancelled row becomes: paused (resume runs it
+    # again), done (one-shot rows: never run again) or deleted.
+    on_cancel: Literal["pause", "done", "delete"] = "pause"
     # A provider's limits, over every worker of the deployment (0 = none): checks started per
     # second, and checks running at once (shared/core/limits.py and shared/redis/lua/pop.lua keep them).
     rate_limit: Annotated[float, Field(ge=0, le=10_000_000)] = 0.0
@@ -444,6 +447,8 @@ class Workload(WorkloadFields):
             raise ValueError("id_column: the configured column names must all be different")
         if not self.once and (self.done != "keep" or self.pending or self.keep_done):
             raise ValueError("done: done, pending and keep_done are for one-shot workloads (once = true)")
+        if self.on_cancel == "done" and not self.once:
+            raise ValueError("on_cancel: only a one-shot row can be done (once = true); pause or delete")
         if self.once and self.changes and self.done == "delete":
             raise ValueError("changes: a row deleted when done has no stored result to compare (done = keep)")
         self._check_schedule()

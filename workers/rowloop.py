@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Sequence
 
-from recheck.shared.core.entries import Item
+from recheck.shared.core.entries import Item, entry_key
 from recheck.shared.policies.ordering import ordering_of
 from recheck.workers.checks import Outcome, describe_error, outcome_of
 from recheck.workers.intake import split
@@ -33,6 +33,7 @@ FLUSH_ROWS = 500
 EMPTY_QUEUE_PAUSE = 0.02  # while checks run and the queue is empty, ask again after this
 GROUP_HELD_PAUSE = 0.1  # while checks run and a group's limits hold its rows back, ask again after this
 ENDED_PER_TAKE = 1000  # ended entries a take gives their group's room back for (pop.lua's most)
+CANCEL_LOOK_EVERY = 0.2  # while checks run: how often the loop asks which were cancelled (recheck cancel)
 
 
 class RowLoop(CheckLoop):
@@ -62,6 +63,7 @@ class RowLoop(CheckLoop):
         limit = ordering_of(workload).group_limit
         self.frees_group_room = limit is not None and limit.in_flight > 0
         self.ended: list[bytes] = []
+        self.next_cancel_look = 0.0
 
     def entries_in_hand(self) -> set[bytes]:
         held = {item.entry for item in self.pending.values()} | {item.entry for item, _ in self.finished}
@@ -175,6 +177,7 @@ class RowLoop(CheckLoop):
                     self.next_take = time.monotonic() + EMPTY_QUEUE_PAUSE
                 self.start(taken)
             if self.pending:
+                self.look_for_cancels()
                 # Woken by the first check to finish (or the flush period): O(finished), never
                 # O(pending) as asyncio.wait over hundreds of tasks would be on every wake-up.
                 if not self.completed:
@@ -235,10 +238,38 @@ class RowLoop(CheckLoop):
             self.next_take = 0.0
         for task in done:
             item = self.pending.pop(task, None)
-            if item is not None and not task.cancelled():
+            if item is None:
+                continue
+            if task.cancelled():  # recheck cancel: acknowledged at the next flush, nothing written
+                self.gone.append(item.entry)
+            else:
                 self.finished.append((item, task.result()))
-                if self.frees_group_room:
-                    self.ended.append(item.entry)
+            if self.frees_group_room:
+                self.ended.append(item.entry)
+
+    def look_for_cancels(self) -> None:
+        """Checks an operator cancelled while they run (Client.cancel, `recheck cancel`): their
+        tasks cancelled (a plain function's thread runs on, its result dropped), their entries
+        acknowledged without a write (their rows are paused, done or deleted by then). One
+        SMEMBERS every CANCEL_LOOK_EVERY, only while checks run."""
+        now = time.monotonic()
+        if now < self.next_cancel_look:
+            return
+        self.next_cancel_look = now + CANCEL_LOOK_EVERY
+        store = self.completer.store
+        ok, marked = self.life.attempt(store.cancelled)
+        if not ok or not marked:
+            return
+        hit = {
+            task: entry_key(item.entry)
+            for task, item in self.pending.items()
+            if entry_key(item.entry) in marked
+        }
+        for task in hit:
+            task.cancel()
+        if hit:
+            log.warning("%scancelled %d running checks (recheck cancel)", self.workload.log_prefix, len(hit))
+            self.life.attempt(lambda: store.forget_cancelled(list(hit.values())))
 
     def flush(self, batch: list[tuple[Item, Outcome]], gone: Sequence[bytes] = ()) -> None:
         """Write back and acknowledge finished rows (runs in a thread, one batch at a time)."""

@@ -63,9 +63,10 @@ def act_on_dead(settings: Settings, args: argparse.Namespace) -> int:
 
 
 DONE = {"now": "due now", "pause": "paused", "resume": "resumed, due now", "release": "released, due now",
-        "retry": "back in line, due now"}  # fmt: skip
+        "retry": "back in line, due now", "cancel": "cancelled"}  # fmt: skip
 LEFT_ALONE = {"now": "paused, quarantined or dead", "pause": "quarantined, dead or done",
-              "resume": "not paused", "release": "not quarantined", "retry": "not dead"}  # fmt: skip
+              "resume": "not paused", "release": "not quarantined", "retry": "not dead",
+              "cancel": "quarantined, dead or done"}  # fmt: skip
 
 
 def ids_arguments(parser: argparse.ArgumentParser) -> None:
@@ -90,6 +91,9 @@ COMMANDS = [
             ids_arguments, epilog="Exit code: 0, or 1 naming ids the table does not have."),
     Command("pause", "stop checking these rows until resumed (kept in MySQL: survives any restart)", SERVED,
             act, ids_arguments, epilog="Exit code: 0, or 1 naming ids the table does not have."),
+    Command("cancel", "stop these rows: never started if queued, a running per-row check cancelled; then "
+            "paused, done or deleted (on_cancel)", SERVED, act, ids_arguments,
+            epilog="Exit code: 0, or 1 naming ids the table does not have."),
     Command("resume", "check paused rows again, starting now", SERVED, act, ids_arguments,
             epilog="Exit code: 0, or 1 naming ids the table does not have."),
     Command("release", "put quarantined rows back into rotation (due now)", SERVED, act, ids_arguments,

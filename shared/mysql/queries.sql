@@ -118,12 +118,14 @@ STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY) ON t.{id} = {key_match}
 -- name: schedule_rows
 -- A scheduled workload's (docs/schedules.md): the schedule and time zone of each row of a batch
 -- about to be written ({schedule_columns}: the row's columns as text, or NULL for the workload's
--- own), in ONE statement by primary key: what the application wrote last is what counts. One
--- JSON array of [place in the batch (from 1), schedule, zone]: one value to decode, not three
--- per row (a row deleted since is not there). JSON_ARRAYAGG: MySQL 8.0.14+, MariaDB 10.5+.
-SELECT JSON_ARRAYAGG(JSON_ARRAY(v.n, {schedule_columns}))
+-- own), in ONE statement by primary key: what the application wrote last is what counts. A row
+-- per distinct (schedule, zone) with the places in the batch (from 1) of its rows: a few values
+-- to decode, not three per row (a row deleted since is in no group); cheaper on both servers'
+-- and the worker's side than a row each or one JSON array (docs/performance.md).
+SELECT {schedule_columns}, GROUP_CONCAT(v.n)
 FROM JSON_TABLE(%(keys)s, '$[*]' COLUMNS (n FOR ORDINALITY, {key_alone})) AS v
 STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY) ON t.{id} = {key_match}
+GROUP BY 1, 2
 
 -- name: check_rows_text
 -- The same rows as check_rows as ONE string: a JSON object per row ({check_text}: column name ->
@@ -364,6 +366,17 @@ SELECT {id} FROM {table} WHERE {enqueue_key} IN %(values)s
 UPDATE {table} FORCE INDEX (PRIMARY) SET {due} = {paused_due}
 WHERE {id} IN %(ids)s AND {due} <> {quarantined_due}
   AND {due} <> {dead_due}
+
+-- name: cancel_done
+-- `recheck cancel` with on_cancel = "done" (one-shot rows): never run again, its error saying why.
+-- Quarantined and dead rows stay so (release, retry, discard are theirs), done rows too.
+UPDATE {table} FORCE INDEX (PRIMARY) SET {due} = NULL, {error} = 'cancelled'
+WHERE {id} IN %(ids)s AND {due} <> {quarantined_due} AND {due} <> {dead_due}
+
+-- name: cancel_delete
+-- `recheck cancel` with on_cancel = "delete": the rows deleted (a check running on one is
+-- cancelled; its write finds no row).
+DELETE FROM {table} WHERE {id} IN %(ids)s
 
 -- name: resume
 -- `recheck resume`: paused rows due now.

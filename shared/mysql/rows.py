@@ -12,7 +12,6 @@ time one is needed (`keys`), so every statement matches keys in the column's own
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -209,8 +208,12 @@ class Rows:
     def schedules(self, refs: Sequence[Key]) -> dict[int, tuple[str | None, str | None]]:
         """Place in `refs` (from 1) -> (schedule, time zone) as stored, for a scheduled workload's
         rows still there (None where the workload has no such column, or the row's is NULL)."""
-        (text,), *_ = self.db.query(self.queries.schedule_rows, {"keys": batch_json(refs)})
-        return {int(n): (schedule, zone) for n, schedule, zone in json.loads(text or "[]")}
+        found = self.db.query(self.queries.schedule_rows, {"keys": batch_json(refs)})
+        return {
+            int(n): (schedule, zone)
+            for schedule, zone, places in found  # GROUP_CONCAT's text: bytes where a server says binary
+            for n in (places.decode() if isinstance(places, bytes) else places).split(",")
+        }
 
     def probe_writable(self) -> None:
         """Raise DatabaseDown (or DatabaseRefused) unless MySQL takes writes right now."""
@@ -283,6 +286,14 @@ class Rows:
 
     def pause(self, keys: Sequence[Key]) -> int:
         return self.db.execute(self.queries.pause, {"ids": tuple(keys)}) if keys else 0
+
+    def cancel(self, keys: Sequence[Key]) -> int:
+        """Cancelled rows marked as on_cancel says: paused, done (one-shot) or deleted."""
+        if not keys:
+            return 0
+        q = self.queries
+        sql = {"pause": q.pause, "done": q.cancel_done, "delete": q.cancel_delete}[self.workload.on_cancel]
+        return self.db.execute(sql, {"ids": tuple(keys)})
 
     def resume(self, keys: Sequence[Key]) -> int:
         return self.db.execute(self.queries.resume, {"ids": tuple(keys)}) if keys else 0

@@ -95,6 +95,7 @@ class Keys:
         # SET of entries a take must drop, not start: superseded by a `now` (pushed again at the
         # head with the row's new due time) or of rows paused while queued (pop.lua)
         self.dropped = f"{tag}:dropped"
+        self.cancelled = f"{tag}:cancelled"  # SET ids whose running per-row checks are cancelled
         self.changed = f"{tag}:changed"  # STREAM: the change feed has news (readers block on it)
         self.rate = f"{tag}:rate"  # STRING: the rate limit's arrival time, us on the Redis clock (pop.lua)
         self.running = f"{tag}:running"  # HASH worker -> checks it may be running (max_in_flight)

@@ -56,6 +56,7 @@ GROUP_CHUNK = 1_000  # groups' lists per pipeline of such a scan, and entries re
 NAME_SHOWN = 60  # characters of a group's name shown at most (status, logs)
 NULL_GROUP = "NULL"  # the group of rows whose group column is NULL (queries.sql; never hex)
 DROPPED_TTL_MS = 86_400_000  # as dispatch.lua's: a dropped entry nobody takes is forgotten after a day
+CANCEL_TTL_MS = 60_000  # a cancel mark no worker needed (its check had ended) lapses after a minute
 MAX_ERROR_GROUPS = 50  # distinct error messages kept per workload (errors.lua)
 ERROR_EXAMPLES = 5  # example ids kept per message
 
@@ -538,6 +539,26 @@ class Store:
             dues = self.client.hmget(self.partitions[index].inflight, part_ids)
             held += [i for i, due in zip(part_ids, dues, strict=True) if due is not None]
         return held
+
+    def cancel(self, ids: Sequence[bytes]) -> None:
+        """Have the per-row workers running checks of these ids (as entries spell them) cancel
+        them: each looks a few times a second while it has checks running (RowLoop). The marks
+        lapse after CANCEL_TTL_MS (an id whose check had ended meanwhile)."""
+        pipe = self.client.pipeline(transaction=False)
+        for index, part_ids in self._split(ids).items():
+            k = self.partitions[index]
+            pipe.sadd(k.cancelled, *part_ids)
+            pipe.pexpire(k.cancelled, CANCEL_TTL_MS)
+        pipe.execute()
+
+    def cancelled(self) -> set[bytes]:
+        """The ids whose checks are to be cancelled (usually none: one SMEMBERS per partition)."""
+        return {i for part in self._each(lambda client, k: client.smembers(k.cancelled)) for i in part}
+
+    def forget_cancelled(self, ids: Sequence[bytes]) -> None:
+        """These ids' checks are cancelled: their marks go."""
+        for index, part_ids in self._split(ids).items():
+            self.client.srem(self.partitions[index].cancelled, *part_ids)
 
     def drop(self, ids: Sequence[bytes]) -> None:
         """Have a take drop, rather than start, the entry that holds each of these ids (as entries

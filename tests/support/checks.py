@@ -295,3 +295,21 @@ async def chatty(row_id) -> str:
     if row_id == 1:
         CHATTY.warning("chatty warning for row %s", row_id)
     return "up"
+
+
+async def sleeps_until_cancelled(row_id) -> str:
+    """A per-row check that takes TEST_CHECK_SLEEP seconds (30 if unset): notes "time started id"
+    when it starts and "time cancelled id" if its task is cancelled (recheck cancel)."""
+
+    def note(what: str) -> None:
+        if RECORD:
+            with open(Path(RECORD) / f"{os.getpid()}.events", "a") as out:
+                out.write(f"{time.time():.4f} {what} {row_id}\n")
+
+    note("started")
+    try:
+        await asyncio.sleep(SLEEP or 30)
+    except asyncio.CancelledError:
+        note("cancelled")
+        raise
+    return "ok"
