@@ -219,3 +219,31 @@ def test_a_simulated_day_of_100000_rows_runs_each_row_at_each_tick_once(day):
                 )  # fmt: skip
             runs += per_pair
     assert runs > ROWS * 5  # every row ran several times over the day (6 on average)
+
+
+# -- a batch's next ticks, on the clock a test passes in (workers/writing/schedules.py) ------------
+def test_a_batch_gets_its_ticks_on_the_database_clock_from_the_clock_passed_in():
+    from recheck.shared.config import Deployment, Workload
+    from recheck.shared.core.entries import Item
+    from recheck.workers.writing.schedules import RowSchedules
+
+    now = datetime(2026, 3, 29, 0, 40, tzinfo=UTC).timestamp()  # 01:40 CET, 20 min before the jump
+    # The database's sessions keep a +02:00 wall clock (RECHECK_DB_TIME_ZONE).
+    workload = Workload(
+        schedule="0 * * * *", time_zone="Europe/Paris", deployment=Deployment(db_time_zone="+02:00")
+    )
+    schedules = RowSchedules(workload, rows=None, clock=lambda: now)  # type: ignore[arg-type]
+    db_tz = db_zone_of("+02:00", 0.0)
+    due = db_clock_ms(now - 40 * 60, db_tz)  # due at 01:00 CET, checked 40 minutes late
+    late = db_clock_ms(now + 3 * 3600, db_tz)  # due in three hours (checked early, by hand)
+    items = [Item(b"1:%d" % due, 1, due), Item(b"2:%d" % late, 2, late)]
+    ticks = schedules.next_ticks(items, clock_offset_ms=0.0, epoch_offset_s=0.0)
+    # 02:00 CET does not exist that day: the next tick is 03:00 CEST, 01:00 UTC, 03:00 at +02:00.
+    assert ticks.at_ms[items[0].entry] == db_clock_ms(
+        datetime(2026, 3, 29, 1, 0, tzinfo=UTC).timestamp(), db_tz
+    )
+    # The one due in three hours keeps its own tick: the first after its due time, not after now.
+    assert ticks.at_ms[items[1].entry] == db_clock_ms(
+        datetime(2026, 3, 29, 4, 0, tzinfo=UTC).timestamp(), db_tz
+    )
+    assert not ticks.parked and not ticks.gone
