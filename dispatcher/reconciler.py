@@ -51,7 +51,9 @@ class Job:
 class GroupLimitsCopier(Job):
     """Copies the group limits table (group_limits_table) into Redis, where takes read it: an
     operator's change reaches the workers within a run, without a restart. A row no limit can be
-    (a negative rate, a weight of 0) is left out, with one warning line a run."""
+    (a negative rate, a weight of 0) is left out, with a warning line when the rows left out change."""
+
+    warned: tuple[str, ...] = ()  # the rows left out that the last warning named
 
     def run_once(self) -> int:
         own, bad = {}, []
@@ -60,6 +62,10 @@ class GroupLimitsCopier(Job):
                 own[name] = own_limits(rate, room, weight)
             except ValueError as error:
                 bad.append(f"{group_name(name)} ({error})")
+        if tuple(bad) != self.warned:  # once per change, not every run
+            self.warned = tuple(bad)
+        else:
+            bad = []
         if bad:
             log.warning(
                 "%sgroup limits table %s: left out %d rows no limit can be: %s",

@@ -164,12 +164,12 @@ class Completer:
 
     def log_breakers(self, acked: Acked) -> None:
         """One line per change of a group's breaker (the acknowledgement that made it says so)."""
-        limit = self.writeback.workload
-        prefix = limit.log_prefix
+        workload = self.writeback.workload
+        prefix = workload.log_prefix
         for name in acked.opened:
             log.warning(
                 "%sgroup %s: %d checks failed in a row; its breaker is open, its rows wait %gs for a probe",
-                prefix, name, limit.group_breaker_failures, limit.group_breaker_open,
+                prefix, name, workload.group_breaker_failures, workload.group_breaker_open,
             )  # fmt: skip
         for name in acked.kept_open:
             log.warning(
