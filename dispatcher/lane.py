@@ -26,6 +26,7 @@ from recheck.shared.config import Workload
 from recheck.shared.core.records import DispatcherBeat
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.schema import require_table
+from recheck.shared.policies.ordering import ordering_of
 from recheck.shared.process.loop import Service
 from recheck.shared.process.metrics import dispatcher_metrics
 from recheck.shared.process.presence import Presence
@@ -82,7 +83,7 @@ class DispatchLane:
             "housekeeping": (Housekeeper(s, own_db(), self.store), s.deployment.orphan_interval, True),
             "asked": (self.asked, ASKED_EVERY, True),
         }
-        if s.group_limits_table:  # an operator's change reaches the takes within this period
+        if ordering_of(s).group_limits_from:  # an operator's change reaches the takes within this period
             jobs["group_limits"] = (GroupLimitsCopier(s, own_db(), self.store), GROUP_LIMITS_EVERY, True)
         if (
             s.deployment.metrics_port or s.deployment.dashboard_port

@@ -29,6 +29,8 @@ class Ordering:
     # group, and the row waits in its group's list.
     group_by: str = ""
     group_limit: GroupLimit | None = None  # each group's rate and room (groups only)
+    # The table of limits and weights per group that the leader copies into Redis ("": none).
+    group_limits_from: str = ""
 
     @property
     def passes(self) -> tuple[bool, ...]:
@@ -60,6 +62,7 @@ def ordering_of(workload: Workload) -> Ordering:
             rest_share=rest_share,
             group_by=workload.group_column,
             group_limit=limit,
+            group_limits_from=workload.group_limits_table,
         )
     if priority_by:
         return Ordering("priority", priority_by=priority_by, rest_share=rest_share)
