@@ -245,17 +245,25 @@ class Runner:
             return 1
         return 0 if self.fresh_at_end or self.duration is None else NOT_FRESH
 
+    @staticmethod
+    def rows_line(workload: Workload, facts: StatusFacts, age: float, stale: int) -> str:
+        """The summary's line about the rows, as the workload's rhythm makes sense of them."""
+        if not lifecycle_of(workload).has_rhythm:
+            return f"rows {facts.rows:,}; pending {facts.pending:,}; dead {facts.dead:,}"
+        failing = f"failing now: {facts.failing_rows:,}"
+        if workload.scheduled:
+            return f"rows {facts.rows:,}, each on its calendar ({facts.schedule}); {failing}"
+        return f"rows {facts.rows:,}; not attempted in the last {age:g} s: {stale:,}; {failing}"
+
     def summary(self, workload: Workload, db: Database, store: Store, elapsed: float) -> bool:
         """This run's figures for one workload; whether it was fresh at the end."""
         named = f"workload {workload.name}: " if len(self.workloads) > 1 else ""
         try:
             facts = gather(workload, db, store)
             age = self.stale_age_s(facts)
-            stale = Rows(workload, db).count_stale(age) if lifecycle_of(workload).has_rhythm else 0
-            if (
-                workload.scheduled
-            ):  # a row's rhythm is its calendar: not attempted within an interval says nothing
-                stale = 0
+            # A scheduled row's rhythm is its calendar: "not attempted within an interval" says nothing.
+            counted = lifecycle_of(workload).has_rhythm and not workload.scheduled
+            stale = Rows(workload, db).count_stale(age) if counted else 0
         except (DatabaseDown, *REDIS_DOWN) as error:
             self.out.write(f"{named}summary unavailable: {error}\n")
             return False
@@ -264,12 +272,7 @@ class Runner:
         lines = [
             f"{named}ran {elapsed:.0f} s: {counters.get('checked', 0):,} checks written, "
             f"{counters.get('failed', 0):,} failed, {counters.get('stale', 0):,} fenced out as stale",
-            (
-                f"rows {facts.rows:,}; not attempted in the last {age:g} s: {stale:,}; "
-                f"failing now: {facts.failing_rows:,}"
-                if lifecycle_of(workload).has_rhythm
-                else f"rows {facts.rows:,}; pending {facts.pending:,}; dead {facts.dead:,}"
-            ),
+            self.rows_line(workload, facts, age, stale),
             f"now: {verdict(facts)}",
             *([dead_line(facts)] if facts.dead else []),
         ]

@@ -29,3 +29,15 @@ def test_a_crash_waiting_for_its_restart_and_a_child_stopped_before_its_handler_
         Child("worker", 2, process=failing),
     ]
     assert dict(runner.stop_children()) == {"dispatcher 0": 0, "worker 1": 0, "worker 2": 1}
+
+
+def test_the_run_summary_says_a_scheduled_workloads_rows_are_on_their_calendar():
+    from recheck.shared.config import Workload
+    from recheck.shared.core.records import StatusFacts
+
+    facts = StatusFacts(rows=1200, failing_rows=3, schedule="schedule '0 9 * * MON' in time zone UTC")
+    line = Runner.rows_line(Workload(schedule="0 9 * * MON"), facts, 20.0, 0)
+    assert (
+        line == "rows 1,200, each on its calendar (schedule '0 9 * * MON' in time zone UTC); failing now: 3"
+    )
+    assert "not attempted in the last 20 s: 7" in Runner.rows_line(Workload(), facts, 20.0, 7)
