@@ -8,7 +8,9 @@ debounce pushes the due time on.
 from __future__ import annotations
 
 import collections
+import multiprocessing
 import threading
+import time
 
 import pytest
 
@@ -16,6 +18,7 @@ from recheck import Client
 from recheck.shared.mysql.db import Database
 from recheck.shared.redis.keys import Keys
 from tests.support.helpers import dispatch_all, drain, make_pusher, query, recheck, scalar, workload
+from tests.support.servers import wait_for
 
 JOBS = ("CREATE TABLE jobs (id BIGINT AUTO_INCREMENT PRIMARY KEY, job_key VARCHAR(64) NOT NULL, "
         "payload VARCHAR(100) NULL, UNIQUE KEY (job_key))")  # fmt: skip
@@ -222,3 +225,55 @@ def test_eight_producers_enqueueing_the_same_keys_lose_none_while_workers_run(un
     assert all(last_run[k] == "r19" for k in keys)  # the last run saw the last round's values
     runs = check.count()
     assert all(runs[k] <= enqueued[k] for k in keys) and sum(runs.values()) < sum(enqueued.values())
+
+
+def enqueue_rounds(args: tuple) -> list[tuple[float, list[str]]]:
+    """One producer process: 20 rounds over the keys, 50 a call; (time before the call, its keys)."""
+    settings, keys = args
+    client, stamps = Client(settings=settings), []
+    for round_ in range(20):
+        for start in range(0, len(keys), 50):
+            batch = keys[start : start + 50]
+            stamps.append((time.time(), batch))
+            client.enqueue([{"job_key": k, "payload": f"r{round_}"} for k in batch], key="job_key")
+    client.close()
+    return stamps
+
+
+@pytest.mark.serial  # 8 producer processes and 3 of recheck's: alone, not beside other tests
+def test_eight_producer_processes_and_1000_keys_lose_no_enqueue(unique, procs, sql, tmp_path):
+    """The issue's scenario: 8 producer processes enqueue the same 1,000 keys 20 times each
+    (160,000 enqueues) while a dispatcher and 2 worker processes run. None is lost: every key
+    ends done, its last run saw the last round's values and started after the last enqueue of it
+    began. Runs are fewer than enqueues (those of a pending key merge)."""
+    keys = [f"k{i}" for i in range(1000)]
+    record = tmp_path / "runs"
+    record.mkdir()
+    procs.start("dispatcher", unique)
+    for _ in range(2):
+        procs.start("worker", unique, env={"RECHECK_CHECK": "tests.support.checks:stamped_jobs",
+                                           "TEST_CHECK_RECORD": str(record)})  # fmt: skip
+    with multiprocessing.get_context("spawn").Pool(8) as pool:
+        produced = pool.map(enqueue_rounds, [(unique, keys)] * 8)
+    wait_for(lambda: not scalar(sql, "SELECT COUNT(*) FROM jobs WHERE next_check_at IS NOT NULL"), 120,
+             "every job done")  # fmt: skip
+    procs.stop_all()
+    runs: collections.Counter = collections.Counter()
+    last_run: dict[str, tuple[float, str]] = {}  # key -> (start, values seen) of its last run
+    for path in record.iterdir():
+        for line in path.read_text().splitlines():
+            at, key, payload = line.split(" ", 2)
+            runs[key] += 1
+            last_run[key] = max(last_run.get(key, (0.0, "")), (float(at), payload))
+    last_enqueue: dict[str, float] = {}
+    for stamps in produced:
+        for at, batch in stamps:
+            for key in batch:
+                last_enqueue[key] = max(last_enqueue.get(key, 0.0), at)
+    final = states(sql)
+    print(f"unique jobs: 160,000 enqueues, {sum(runs.values()):,} runs, {min(runs.values())}-"
+          f"{max(runs.values())} per key")  # fmt: skip
+    assert all(final[k][0] for k in keys)  # none left pending
+    assert [k for k in keys if last_run[k][1] != "r19"] == []  # the last values handled
+    assert [k for k in keys if last_run[k][0] < last_enqueue[k]] == []  # after the last enqueue
+    assert sum(runs.values()) < 160_000
