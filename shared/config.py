@@ -489,6 +489,15 @@ class Workload(WorkloadFields):
             raise ValueError(f"schedule: {error}") from None
 
     @property
+    def read_columns(self) -> tuple[str, ...]:
+        """What a take reads of each row for the check (`columns`), and a scheduled workload's
+        schedule and time zone columns with them: the write-back then has no read of its own."""
+        if not self.columns:
+            return ()
+        extra = (self.schedule_column, self.time_zone_column)
+        return (*self.columns, *(c for c in extra if c and c not in self.columns))
+
+    @property
     def scheduled(self) -> bool:
         """Rows due at calendar ticks (schedule or schedule_column), not every interval."""
         return bool(self.schedule or self.schedule_column)

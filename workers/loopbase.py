@@ -49,6 +49,9 @@ class CheckLoop:
             return items, [item.id for item in items], []
         keys = self.reader.keys
         found = self.reader.check_rows([keys.ref(item) for item in items])
+        schedules = self.completer.writeback.schedules
+        if schedules is not None:  # read with the rows: the write-back reads them no more
+            schedules.remember(items, found)
         try:  # usually every row is still there; the check gets read-only views of them
             return items, [MappingProxyType(found[item.id]) for item in items], []
         except KeyError:  # rows deleted since their dispatch (or their key changed): sorted out below

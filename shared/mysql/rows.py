@@ -200,7 +200,7 @@ class Rows:
                 log.info("%sa take's rows did not read as one string (%s); read row by row",
                          self.workload.log_prefix, error)  # fmt: skip
                 self._table = None
-        names = (self.workload.id_column, *self.workload.columns)
+        names = (self.workload.id_column, *self.workload.read_columns)
         return {
             row[0]: dict(zip(names, row, strict=True)) for row in self.db.query(self.queries.check_rows, args)
         }

@@ -99,7 +99,7 @@ def describe_table(workload: Workload, db: Database) -> Table:
         error_limit=text_limit(workload.error_column),
         row_text=plan_row_text(
             {name: (column.data_type, column.column_type) for name, column in columns.items()},
-            (workload.id_column, *workload.columns),
+            (workload.id_column, *workload.read_columns),
         )
         if workload.columns
         else None,

@@ -268,7 +268,7 @@ class Queries:
         quoted["pending"] = workload.pending.replace("%", "%%") or "TRUE"
         # Inside a string literal of a statement sent without arguments (create_changes_table).
         quoted["feed_owner"] = feed_owner(workload).replace("\\", "\\\\").replace("'", "''")
-        quoted["check_columns"] = ", ".join(f"t.{quote(c)}" for c in workload.columns) or "NULL"
+        quoted["check_columns"] = ", ".join(f"t.{quote(c)}" for c in workload.read_columns) or "NULL"
         quoted["check_text"] = check_text(row_text)
         for name, expression in due_expressions(workload).items():
             quoted[name] = expression.replace("{fails}", quoted["fails"]).replace(

@@ -150,3 +150,33 @@ def test_the_schedule_columns_must_exist_and_hold_text(settings, sql):
         db.close()
     assert "schedule column 'cron' is int" in str(refused.value), refused.value
     assert "has no time_zone column 'tz'" in str(refused.value), refused.value
+
+
+def test_with_columns_the_schedule_comes_with_the_checks_row_and_no_read_of_its_own(
+    settings, make_worker, sql
+):
+    """With `columns`, the take's read of the check's rows brings each row's schedule and zone
+    too (the check sees them), and the write-back uses those: it has no read of its own. Shown
+    by a schedule changed while the check runs: the tick is the schedule's the take read."""
+    hourly = reports(settings, columns=["cron"])
+    prepare(hourly, CREATE, "INSERT INTO reports (id, cron, tz) VALUES (1, '0 * * * *', 'UTC')")
+    seen = []
+
+    def check(rows: list) -> list:
+        seen.extend(dict(row) for row in rows)
+        query(sql, "UPDATE reports SET cron = '30 * * * *' WHERE id = 1")  # changed while it runs
+        return ["sent"] * len(rows)
+
+    worker = make_worker(hourly, check)
+    drain(worker, hourly)
+    assert seen == [{"id": 1, "cron": "0 * * * *", "tz": "UTC"}]
+    checked, due, status, _ = stored(sql)[1]
+    assert status == "sent"
+    assert due.replace(tzinfo=UTC) == next_tick("0 * * * *", "UTC", checked.replace(tzinfo=UTC))
+
+    plain = reports(settings)  # no columns: the write-back reads the schedule, the latest one
+    query(sql, "UPDATE reports SET next_check_at = NOW(3) - INTERVAL 1 SECOND")
+    worker = make_worker(plain, lambda ids: query(sql, "UPDATE reports SET cron = '45 * * * *'") or ["sent"])
+    drain(worker, plain)
+    checked, due, _, _ = stored(sql)[1]
+    assert due.replace(tzinfo=UTC) == next_tick("45 * * * *", "UTC", checked.replace(tzinfo=UTC))

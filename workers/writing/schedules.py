@@ -11,8 +11,9 @@ the reason, and `recheck release ID` puts it back once the application has fixed
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from recheck.shared.config import Workload
 from recheck.shared.core.entries import Item
@@ -20,6 +21,14 @@ from recheck.shared.core.schedules import ScheduleError, Ticks, db_clock_ms, db_
 from recheck.shared.mysql.rows import Rows
 
 PARKED = "quarantined: its schedule cannot be used ({why}); fix it, then `recheck release ID`"
+KNOWN_MOST = 200_000  # schedules kept from takes for their write-backs (a worker holds far fewer)
+
+
+def text_of(value: Any) -> str | None:
+    """A schedule or zone as the check's read gives it: text, bytes of a binary column, or None."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "replace")
+    return None if value is None else str(value)
 
 
 @dataclass
@@ -39,27 +48,54 @@ class RowSchedules:
         self.clock = clock  # this host's Unix time (a test's clock)
         self.ticks = Ticks()
         self.per_row = bool(workload.schedule_column or workload.time_zone_column)
+        # entry -> (schedule, zone) read with the check's rows (`columns`) at the take: no read
+        # of the write-back's own then. Filled by the loop's thread, emptied by the writer's.
+        self.known: dict[bytes, tuple[str | None, str | None]] = {}
+
+    def remember(self, items: Sequence[Item], rows: Mapping[Any, Mapping[str, Any]]) -> None:
+        """The schedules of a take's rows, as the check's read found them (by key)."""
+        if not self.per_row:
+            return
+        if len(self.known) > KNOWN_MOST:  # entries given back and never written: forget them all
+            self.known.clear()
+        schedule, zone = self.workload.schedule_column, self.workload.time_zone_column
+        for item in items:
+            row = rows.get(item.id)
+            if row is not None:
+                self.known[item.entry] = (
+                    text_of(row[schedule]) if schedule else None,
+                    text_of(row[zone]) if zone else None,
+                )
 
     def next_ticks(self, items: Sequence[Item], clock_offset_ms: float, epoch_offset_s: float) -> NextTicks:
         """The batch's next ticks. clock_offset_ms, epoch_offset_s: the database clock against
         this host's (as due times read it, and in Unix seconds: WriteBack measures both)."""
         s = self.workload
-        stored: dict[int, tuple[str | None, str | None]] = {}
+        stored: dict[bytes, tuple[str | None, str | None]] = {}
         if self.per_row:
-            keys = self.rows.keys
-            stored = self.rows.schedules([keys.ref(item) for item in items])
+            unknown = []
+            for item in items:
+                known = self.known.pop(item.entry, None)
+                if known is None:
+                    unknown.append(item)
+                else:
+                    stored[item.entry] = known
+            if unknown:  # no `columns`, or not read at the take: one statement for them
+                keys = self.rows.keys
+                read = self.rows.schedules([keys.ref(item) for item in unknown])
+                stored.update((unknown[n - 1].entry, pair) for n, pair in read.items())
         db_tz = db_zone_of(s.deployment.db_time_zone, clock_offset_ms)
         now = self.clock() + epoch_offset_s
         now_ms = db_clock_ms(now, db_tz)
         out = NextTicks()
         on_db_clock: dict[float, int] = {}  # tick -> due_ms: the rows of one tick share it
-        for place, item in enumerate(items, 1):
+        for item in items:
             schedule, zone = s.schedule, s.time_zone
             if self.per_row:
-                if place not in stored:  # deleted since its dispatch: nothing to write
+                if item.entry not in stored:  # deleted since its dispatch: nothing to write
                     out.gone.append(item)
                     continue
-                row_schedule, row_zone = stored[place]
+                row_schedule, row_zone = stored[item.entry]
                 schedule = row_schedule.strip() if row_schedule else schedule
                 zone = row_zone.strip() if row_zone else zone
             # The first tick after the later of now and its due time (a row checked early when
