@@ -293,7 +293,8 @@ class WorkloadFields(BaseModel):
     interval_column: Annotated[str, AfterValidator(_optional_identifier)] = ""
     # Or a calendar (docs/schedules.md): a row is due at the ticks of a cron expression, its own
     # (schedule_column) or the workload's (schedule), read in its time zone (time_zone_column, an
-    # IANA name; NULL or no column: time_zone). `interval` then only judges freshness.
+    # IANA name; NULL or no column: time_zone). `interval` then only sets how late counts as
+    # "overdue > own interval" in status and the metrics.
     schedule: str = ""
     schedule_column: Annotated[str, AfterValidator(_optional_identifier)] = ""
     time_zone: str = "UTC"
