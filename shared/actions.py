@@ -84,12 +84,13 @@ class Actions:
             chunk = [[row[column] for column in columns] for row in rows[start : start + BULK_CHUNK]]
             keys += self.rows.enqueue(columns, chunk, key, round(delay * 1_000_000))
         with contextlib.suppress(*REDIS_DOWN):  # the keyset cursor finds them anyway (fenced)
-            store = self.store()
-            held = store.in_flight([self.rows.keys.encode(k) for k in keys])  # queued or running
-            if held and delay:
-                store.drop(held)  # a queued entry of the old due time never starts
-            elif held:
-                store.ask(held)  # the new due time supersedes the queued or running one
+            store, encoded = self.store(), [self.rows.keys.encode(k) for k in keys]
+            if delay:
+                store.drop(encoded)  # a queued entry of the old due time never starts
+            else:
+                held = store.in_flight(encoded)  # queued or running
+                if held:
+                    store.ask(held)  # the new due time supersedes the queued or running one
         return keys
 
     def pause(self, ids: Iterable) -> Acted:
@@ -118,9 +119,8 @@ class Actions:
         self.rows.cancel(stoppable)
         if stoppable:  # after the rows changed: a check ending now is fenced out
             with contextlib.suppress(*REDIS_DOWN):
-                store, encoded = self.store(), [self.rows.keys.encode(key) for key in stoppable]
-                store.drop(encoded)  # queued: never started
-                held = store.in_flight(encoded)  # queued or running
+                store = self.store()
+                held = store.drop([self.rows.keys.encode(key) for key in stoppable])  # queued: never started
                 if held:
                     store.cancel(held)  # running: cancelled by the worker that runs it
         return Acted(stoppable, missing, left_alone(found, stoppable))

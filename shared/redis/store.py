@@ -560,20 +560,24 @@ class Store:
         for index, part_ids in self._split(ids).items():
             self.client.srem(self.partitions[index].cancelled, *part_ids)
 
-    def drop(self, ids: Sequence[bytes]) -> None:
+    def drop(self, ids: Sequence[bytes]) -> list[bytes]:
         """Have a take drop, rather than start, the entry that holds each of these ids (as entries
         spell them) if it is still queued: the rows were just paused. Only an id in flight can be
         queued, and the entry marked is the one in flight (its due time may differ from the row's,
-        e.g. a `now` not pushed yet); one a worker already holds leaves the mark with its ack."""
+        e.g. a `now` not pushed yet); one a worker already holds leaves the mark with its ack.
+        Returns the ids in flight (queued or held by a worker), whose entries were marked."""
+        in_flight = []
         for index, part_ids in self._split(ids).items():
             k = self.partitions[index]
             held = self.client.hmget(k.inflight, part_ids)
             marks = [i + b":" + due for i, due in zip(part_ids, held, strict=True) if due is not None]
             if marks:
+                in_flight += [i for i, due in zip(part_ids, held, strict=True) if due is not None]
                 pipe = self.client.pipeline(transaction=False)
                 pipe.sadd(k.dropped, *marks)
                 pipe.pexpire(k.dropped, DROPPED_TTL_MS)
                 pipe.execute()
+        return in_flight
 
     def take_asked(self, limit: int) -> list[bytes]:
         """Up to `limit` asked ids, from every partition."""
