@@ -84,7 +84,7 @@ class DispatcherService(Service):
         for lane in self.lanes:
             s = lane.workload
             where = f"workload {lane.name}, " if len(self.lanes) > 1 else ""
-            rhythm = rhythm_of(s)
+            rhythm = rhythm_of(s).says
             log.info(
                 "dispatcher %s started: %stable %s.%s, %s, high water %d",
                 self.id, where, s.mysql.database, s.table, rhythm, s.high_water,

@@ -30,7 +30,7 @@ from recheck.shared.core.records import StatusFacts
 from recheck.shared.mysql.db import Database, DatabaseDown
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.mysql.schema import require_distinct_tables, require_table
-from recheck.shared.policies.lifecycle import lifecycle_of
+from recheck.shared.policies.lifecycle import lifecycle_of, rhythm_of
 from recheck.shared.process.health import started_marker
 from recheck.shared.process.loop import deliver_signals
 from recheck.shared.redis.connection import REDIS_DOWN, connect_redis
@@ -251,7 +251,7 @@ class Runner:
         if not lifecycle_of(workload).has_rhythm:
             return f"rows {facts.rows:,}; pending {facts.pending:,}; dead {facts.dead:,}"
         failing = f"failing now: {facts.failing_rows:,}"
-        if workload.scheduled:
+        if rhythm_of(workload).calendar:
             return f"rows {facts.rows:,}, each on its calendar ({facts.schedule}); {failing}"
         return f"rows {facts.rows:,}; not attempted in the last {age:g} s: {stale:,}; {failing}"
 
@@ -262,7 +262,7 @@ class Runner:
             facts = gather(workload, db, store)
             age = self.stale_age_s(facts)
             # A scheduled row's rhythm is its calendar: "not attempted within an interval" says nothing.
-            counted = lifecycle_of(workload).has_rhythm and not workload.scheduled
+            counted = lifecycle_of(workload).has_rhythm and not rhythm_of(workload).calendar
             stale = Rows(workload, db).count_stale(age) if counted else 0
         except (DatabaseDown, *REDIS_DOWN) as error:
             self.out.write(f"{named}summary unavailable: {error}\n")

@@ -15,7 +15,7 @@ from recheck.shared.config import Workload
 from recheck.shared.core.keys import INT_KEYS, KeyKind
 from recheck.shared.core.rowstates import SQL_LITERALS
 from recheck.shared.mysql.rowtext import AS_IS, HEX, TEXT, RowText
-from recheck.shared.policies.lifecycle import lifecycle_of
+from recheck.shared.policies.lifecycle import lifecycle_of, rhythm_of
 from recheck.shared.policies.ordering import ordering_of
 
 _NAME_LINE = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
@@ -106,16 +106,17 @@ def due_expressions(workload: Workload) -> dict[str, str]:
     a one-shot row's backoff in microseconds. A scheduled row's interval ends at its next tick,
     which the worker computes and sends ({tick_success}, {tick_failure}: v.at_ms)."""
     seed = "CONCAT(v.row_key, ':', v.due_ms)"
+    calendar = rhythm_of(workload).calendar
     after_success = f"COALESCE(v.after_us, {row_interval_us(workload)})"
     after_failure = row_interval_us(workload)
-    if workload.jitter and not workload.scheduled:  # jitter = 0: not even the hash per row
+    if workload.jitter and not calendar:  # jitter = 0: not even the hash per row
         after_failure = jittered_us(after_failure, seed)
         if workload.interval_column:  # else the worker sends each success's jittered interval
             after_success = jittered_us(after_success, seed)  # (writeback.NextDue): cheaper there
     backoff = "LEAST(%(retry_max_ms)s, %(retry_base_ms)s << LEAST(GREATEST(t.{fails}, 1) - 1, 40)) * 1000"
     if lifecycle_of(workload).failure_backoff_only:  # a job has no rhythm to keep: backoff alone
         after_failure = backoff
-    elif workload.retry == "backoff" and not workload.scheduled:
+    elif workload.retry == "backoff" and not calendar:
         after_failure = f"LEAST({backoff}, {after_failure})"
     expressions = {
         "next_due": f"NOW(3) + INTERVAL {after_success} MICROSECOND",
@@ -124,7 +125,7 @@ def due_expressions(workload: Workload) -> dict[str, str]:
         "tick_success": "",
         "tick_failure": "",
     }
-    if workload.scheduled:
+    if calendar:
         expressions["next_due"] = f"IF(v.after_us IS NULL, {TICK}, NOW(3) + INTERVAL v.after_us MICROSECOND)"
         expressions["retry_due"] = TICK
         if workload.retry == "backoff":

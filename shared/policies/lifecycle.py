@@ -66,14 +66,27 @@ def lifecycle_of(workload: Workload) -> Lifecycle:
     return ONE_SHOT if workload.once else RECURRING
 
 
-def rhythm_of(workload: Workload) -> str:
-    """How a start line says the rows' rhythm: an interval, one-shot rows, or a calendar
-    schedule (docs/schedules.md)."""
+@dataclass(frozen=True)
+class Rhythm:
+    """How a row's next due time is set: an interval (the workload's or the row's own), one-shot,
+    or a calendar schedule (docs/schedules.md)."""
+
+    # The next due time is the schedule's next tick, which the worker computes and sends: no
+    # jitter, and a failure waits for the tick (or its backoff if sooner, with retry = "backoff").
+    calendar: bool
+    # The schedule or time zone is a column of the row's, read with it.
+    per_row: bool
+    says: str  # as a start line, `status` and the dashboard say it
+
+
+def rhythm_of(workload: Workload) -> Rhythm:
+    """The workload's rhythm, as its settings chose it."""
+    per_row = bool(workload.schedule_column or workload.time_zone_column)
     zone = f"time zone {workload.time_zone}"
     if workload.time_zone_column:
         zone = f"each row's time zone ({workload.time_zone_column}, else {workload.time_zone})"
     if workload.schedule:
-        return f"schedule {workload.schedule!r} in {zone}"
+        return Rhythm(True, per_row, f"schedule {workload.schedule!r} in {zone}")
     if workload.schedule_column:
-        return f"each row's schedule ({workload.schedule_column}) in {zone}"
-    return lifecycle_of(workload).rhythm(workload.interval)
+        return Rhythm(True, per_row, f"each row's schedule ({workload.schedule_column}) in {zone}")
+    return Rhythm(False, False, lifecycle_of(workload).rhythm(workload.interval))

@@ -171,8 +171,9 @@ def gather(
         facts.groups_waiting, facts.groups_at_rate, facts.groups_at_room = groups[:3]
         facts.groups_held = [{"group": name, "waiting": size} for name, size in groups.biggest]
         facts.groups_open, facts.groups_open_names = groups.open_count, list(groups.open)
-    if workload.scheduled:
-        facts.schedule = rhythm_of(workload)
+    rhythm = rhythm_of(workload)
+    if rhythm.calendar:
+        facts.schedule = rhythm.says
     if workload.once:
         facts.once = True
         facts.pending = rows.count_pending(cap)

@@ -22,9 +22,10 @@ def test_each_lifecycle_decides_every_question_its_own_way():
         assert getattr(RECURRING, name) != getattr(ONE_SHOT, name), name
     assert RECURRING.rhythm(2.5) == "interval 2.5s"
     assert ONE_SHOT.rhythm(2.5) == "one-shot rows"
-    assert rhythm_of(Workload(schedule="0 9 * * MON", time_zone="Europe/Paris")) == (
+    assert rhythm_of(Workload()).says == "interval 10s" and not rhythm_of(Workload()).calendar
+    assert rhythm_of(Workload(schedule="0 9 * * MON", time_zone="Europe/Paris")).says == (
         "schedule '0 9 * * MON' in time zone Europe/Paris"
     )
-    assert rhythm_of(Workload(schedule_column="cron", time_zone_column="tz")) == (
+    assert rhythm_of(Workload(schedule_column="cron", time_zone_column="tz")).says == (
         "each row's schedule (cron) in each row's time zone (tz, else UTC)"
     )

@@ -19,6 +19,7 @@ from recheck.shared.config import Workload
 from recheck.shared.core.entries import Item
 from recheck.shared.core.schedules import ScheduleError, Ticks, db_clock_ms, db_zone_of, unix_of_db_ms
 from recheck.shared.mysql.rows import Rows
+from recheck.shared.policies.lifecycle import rhythm_of
 
 PARKED = "quarantined: its schedule cannot be used ({why}); fix it, then `recheck release ID`"
 KNOWN_MOST = 200_000  # schedules kept from takes for their write-backs (a worker holds far fewer)
@@ -47,7 +48,7 @@ class RowSchedules:
         self.rows = rows
         self.clock = clock  # this host's Unix time (a test's clock)
         self.ticks = Ticks()
-        self.per_row = bool(workload.schedule_column or workload.time_zone_column)
+        self.per_row = rhythm_of(workload).per_row
         # entry -> (schedule, zone) read with the check's rows (`columns`) at the take: no read
         # of the write-back's own then. Filled by the loop's thread, emptied by the writer's.
         self.known: dict[bytes, tuple[str | None, str | None]] = {}

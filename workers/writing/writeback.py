@@ -42,7 +42,7 @@ from recheck.shared.mysql.db import (
 )
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.mysql.sql import JITTER_RUNS, JITTER_SHIFT, jitter_share
-from recheck.shared.policies.lifecycle import lifecycle_of
+from recheck.shared.policies.lifecycle import lifecycle_of, rhythm_of
 from recheck.workers.checks import Outcome
 from recheck.workers.writing.schedules import RowSchedules
 
@@ -100,6 +100,10 @@ class NextDue:
     interval_us: int | None = None
     jitter: float = 0.0
 
+    def clamped(self, after_s: float) -> int:
+        """A check's Recheck(after=) in microseconds, kept within [low, high]."""
+        return min(max(round(after_s * 1_000_000), self.low), self.high)
+
 
 def jittered(interval_us: int, crc: int, jitter: float, low: int) -> int:
     """An interval brought forward by the step of `jitter` a seed's CRC32 picks, never below `low`."""
@@ -130,7 +134,7 @@ def split_outcomes(
     successes: list[tuple] = []
     failures: list[tuple] = []
     ref = keys.ref
-    low, high, jitter = due.low, due.high, due.jitter
+    low, jitter = due.low, due.jitter
     # The seed of a row's step is its entry: the key as the batch carries it (v.row_key), ':' and
     # the due time, both as MySQL printed them (the SQL hashes CONCAT(v.row_key, ':', v.due_ms)).
     # That holds for every entry recheck makes (MySQL prints both parts; the scripts only move
@@ -145,7 +149,7 @@ def split_outcomes(
             continue
         text = clip(outcome.text, result_limit)
         if outcome.after is not None:
-            after_us = min(max(round(outcome.after * 1_000_000), low), high)
+            after_us = due.clamped(outcome.after)
             if steps:
                 after_us = jittered(after_us, crc32(item.entry), jitter, low)
         elif steps:
@@ -175,9 +179,7 @@ def scheduled_outcomes(
         if not outcome.ok:
             failures.append((key, item.due_ms, clip(outcome.text, error_limit), at_ms))
             continue
-        after_us = None
-        if outcome.after is not None:
-            after_us = min(max(round(outcome.after * 1_000_000), due.low), due.high)
+        after_us = None if outcome.after is None else due.clamped(outcome.after)
         successes.append((key, item.due_ms, clip(outcome.text, result_limit), after_us, at_ms))
     return successes, failures
 
@@ -193,14 +195,14 @@ class WriteBack:
             # No interval of its own: a row's interval column, or a one-shot workload (a success is
             # done; only a Recheck(after=) reschedules it).
             interval_us=None
-            if workload.interval_column or workload.scheduled or lifecycle_of(workload).success_done
+            if workload.interval_column or rhythm_of(workload).calendar or lifecycle_of(workload).success_done
             else round(workload.interval * 1_000_000),
             jitter=workload.jitter,
         )
         self.clock_offset_ms = 0.0  # database clock (DATETIME in the session time zone) minus this host's
         self.epoch_offset_s = 0.0  # database clock (Unix seconds) minus this host's
         self.clock_read_at = -CLOCK_REFRESH
-        self.schedules = RowSchedules(workload, self.rows) if workload.scheduled else None
+        self.schedules = RowSchedules(workload, self.rows) if rhythm_of(workload).calendar else None
 
     def learn_table(self) -> None:
         """Read the id column's type and the text columns' sizes (once, at start)."""
