@@ -305,12 +305,15 @@ def build_parser() -> argparse.ArgumentParser:
         "(see docs/performance.md).",
     )
     parser.add_argument(
-        "--mode", choices=("drain", "steady", "floor", "poll", "groups", "scripts", *JOBS_MODES),
+        "--mode", choices=("drain", "steady", "floor", "poll", "groups", "scripts", "idle", *JOBS_MODES),
         default="drain",
         help="drain: all rows overdue (the floor first); steady: rows due over --interval; "
         "floor: the floor alone; poll: dispatcher cost per poll; groups: a worker's take as the "
         "number of groups grows (--sizes: group counts); scripts: Redis' time per id in the "
-        "dispatch, take and ack scripts (--rows ids a round, --rounds); one-shot jobs on a queue table: "
+        "dispatch, take and ack scripts (--rows ids a round, --rounds); idle: --workloads empty one-shot "
+        "workloads, a dispatcher and --workers workers (default 2): CPU and Redis commands over "
+        "--seconds (default 30), then --jobs single inserts' commit -> start; one-shot jobs on a queue "
+        "table: "
         "jobs: a drain of --rows pending jobs; jobs-steady: --producers inserting one job per "
         "transaction at --rate jobs/s while the consumers run; jobs-saturated: the producers as fast "
         f"as they can, alone ({ALONE}) and then beside the consumers (docs/performance.md)",
@@ -323,8 +326,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--polls", type=positive_int, default=200, help="poll: polls measured per size")
     parser.add_argument("--rounds", type=positive_int, default=5, help="scripts: rounds measured")
     parser.add_argument("--rows", type=positive_int, default=1_000_000, help="rows in the table (default 1M)")
-    parser.add_argument("--workers", type=positive_int, default=4, help="worker processes per strategy")
-    parser.add_argument("--seconds", type=positive_float, default=20.0, help="measured time per strategy")
+    parser.add_argument(
+        "--workers", type=positive_int, default=None, help="worker processes per strategy (default 4; idle 2)"
+    )
+    parser.add_argument(
+        "--seconds", type=positive_float, default=None,
+        help="measured time per strategy (default 20; idle 30)",
+    )  # fmt: skip
+    parser.add_argument("--workloads", type=positive_int, default=10, help="idle: one-shot workloads")
+    parser.add_argument(
+        "--jobs", type=int, default=40, help="idle: single inserts timed after the idle window"
+    )
     parser.add_argument(
         "--warmup",
         type=float,
@@ -438,6 +450,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     warmups = {"steady": 90.0, "jobs-steady": 10.0, "jobs-saturated": 3.0}
     warmup = args.warmup if args.warmup is not None else warmups.get(args.mode, 5.0)
+    idle = args.mode == "idle"
+    args.workers = args.workers or (2 if idle else 4)
+    args.seconds = args.seconds or (30.0 if idle else 20.0)
     check = args.check or (STAMP_CHECK if args.mode in JOBS_MODES else "recheck.workers.demo:noop")
     config = BenchConfig(
         mode="drain" if args.mode == "floor" else args.mode, rows=args.rows, workers=args.workers,
@@ -464,7 +479,15 @@ def main(argv: list[str] | None = None) -> int:
     return launch(
         "bench",
         lambda settings: bench(
-            settings.default_workload(), config, sizes, args.polls, args.private, args.mysql_core, args.rounds
+            settings.default_workload(),
+            config,
+            sizes,
+            args.polls,
+            args.private,
+            args.mysql_core,
+            args.rounds,
+            args.workloads,
+            args.jobs,
         ),
     )
 
@@ -477,6 +500,8 @@ def bench(
     private: bool,
     mysql_core: int | None = None,
     rounds: int = 5,
+    workloads: int = 10,
+    jobs: int = 40,
 ) -> int:
     servers: list = []
     folder = Path(tempfile.mkdtemp(prefix="recheck-servers-")) if private else None
@@ -501,6 +526,10 @@ def bench(
             from bench.rediscost.groupcost import run_group_bench
 
             run_group_bench(settings, sizes, config.rows, polls, config.batch, config.out)
+        elif config.mode == "idle":
+            from bench.idle import run_idle_bench
+
+            run_idle_bench(settings, workloads, config.workers, config.seconds, jobs, config.out)
         elif config.mode == "scripts":
             from bench.rediscost.scriptcost import run_script_bench
 

@@ -207,3 +207,8 @@ SELECT COUNT(*),
        COALESCE(SUM({due} >= TIMESTAMP'9999-01-01 00:00:00'), 0),
        COALESCE(SUM({count} > 1), 0)
 FROM {table}
+
+-- name: bench_ids_from
+-- The idle bench's tables (bench/idle.py): each table's AUTO_INCREMENT ids start where the
+-- others' do not reach, so a check's stamps, which name ids alone, say which job started.
+ALTER TABLE {table} AUTO_INCREMENT = %s

@@ -58,6 +58,7 @@ class DuePusher:
         self.ordering = ordering_of(workload)
         self.rows = Rows(workload, db)
         self.store = store
+        self.asked_soon = False  # push_asked: the asked list should be read again at the fast pace
 
     def learn_keys(self) -> KeyKind:
         """The id column's kind, read from the table at first use."""
@@ -101,8 +102,13 @@ class DuePusher:
         # above it: beyond that they wait in their list (their rows are due anyway).
         room = asked_room(self.workload.waiting_limit, self.store.head_depth())
         if room <= 0:
+            self.asked_soon = True  # they wait in their list: read again at the fast pace
             return 0
-        asked = self.store.take_asked(min(ASKED_PER_READ, room))
+        asked, again = self.store.take_asked(min(ASKED_PER_READ, room))
+        # Read again soon while ids asked for in flight wait for their release (the scripts then
+        # put them in the asked list without ringing the bell) or this read found some (its
+        # push may leave such ids).
+        self.asked_soon = again or bool(asked)
         if not asked:
             return 0
         keys = self.learn_keys()
@@ -147,6 +153,9 @@ class Dispatcher:
         self.dispatched = 0
         self.pages = 0
         self.partners: list[Dispatcher] = []  # other passes over the table: they rewind with this one
+        # The last poll read no row, behind the cursor (look_back) or after it: the dispatch loop
+        # may ask the idle probe (dispatcher/idle.py) whether a row came due instead of polling.
+        self.quiet = False
 
     @classmethod
     def passes(cls, workload: Workload, db: Database, store: Store, owner: str) -> list[Dispatcher]:
@@ -167,6 +176,7 @@ class Dispatcher:
 
     def poll(self) -> float:
         workload = self.workload
+        self.quiet = False
         if self.depth >= workload.waiting_limit or self.depth_unknown:
             self.depth_unknown = False
             self.depth = self.pusher.depth()
@@ -190,9 +200,9 @@ class Dispatcher:
         if guarding and (page.cursor[0] > self.guard_until or page.read < limit):  # past it, or caught up
             self.guard_until = None
             self.pusher.store.end_guard("dispatch")
-        if page.read < limit and self.lifecycle.looks_back:
-            self.look_back()
+        looked = self.look_back() if page.read < limit and self.lifecycle.looks_back else 0
         if page.read == 0:
+            self.quiet = looked == 0
             return workload.deployment.poll_interval  # a stale depth is corrected by the next push
         first_push = self.cursor == START
         self.cursor = page.cursor
@@ -211,7 +221,14 @@ class Dispatcher:
             return 0.0
         return 0.0 if page.read == limit else workload.deployment.poll_interval
 
-    def look_back(self) -> None:
+    def probe_from(self) -> int:
+        """The earliest due time (ms) a row this pass would read now can have: its cursor's, or
+        with a look-back the start of that window (the idle probe reads from there)."""
+        if self.cursor == START or not self.lifecycle.looks_back:
+            return self.cursor[0]
+        return max(self.cursor[0] - round(self.workload.deployment.sweep_grace * 1000), MIN_DUE_MS)
+
+    def look_back(self) -> int:
         """One-shot workloads, caught up: read again the rows due in the last SWEEP_GRACE seconds
         behind the cursor. A producer's INSERT takes its due time when it runs, and its row is
         seen only once its transaction commits, perhaps after the cursor passed that due time
@@ -220,17 +237,18 @@ class Dispatcher:
         from being queued again. The whole window, page after page: a late commit behind more
         than a page of jobs still waiting is queued at this poll too. Costs one read of the rows
         still waiting or in flight in that window per caught-up poll (at most what waits in
-        Redis); what commits later than that is the sweep's (its grace)."""
+        Redis); what commits later than that is the sweep's (its grace). Returns the rows read."""
         if self.cursor == START:
-            return
-        window_ms = round(self.workload.deployment.sweep_grace * 1000)
-        start = (max(self.cursor[0] - window_ms, MIN_DUE_MS), None)
+            return 0
+        start = (self.probe_from(), None)
         limit = self.workload.dispatch_batch
+        read = 0
         try:
             while True:  # ends at the cursor: a page reads less than a whole one there
                 page = self.pusher.push_page(start, limit, before=self.cursor, guard="dispatch")
+                read += page.read
                 if page.read < limit:
-                    break
+                    return read
                 start = page.cursor
         finally:
             if self.guard_until is None:  # not inside a guarded pass of its own (after a rewind)
@@ -238,13 +256,19 @@ class Dispatcher:
 
 
 class AskedPusher:
-    """The "asked" job: pushes the ids the application asked to check now (Client.now, `recheck
-    now`, resume), a few times a second. A job of its own, not a step of every poll: on a slow
-    network each round trip in the dispatch loop delays every page."""
+    """One workload's reader of the ids the application asked to check now (Client.now, `recheck
+    now`, resume): run by the dispatcher's asked thread (dispatcher/asked.py) when the bell rings,
+    at the fast pace while `soon`, and now and then in any case. Not a step of every poll: on a
+    slow network each round trip in the dispatch loop delays every page."""
 
     def __init__(self, pusher: DuePusher):
         self.pusher = pusher
         self.dispatched = 0
+
+    @property
+    def soon(self) -> bool:
+        """Its last read asks for another at the fast pace (see push_asked)."""
+        return self.pusher.asked_soon
 
     def run_once(self) -> int:
         pushed = self.pusher.push_asked()

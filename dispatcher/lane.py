@@ -8,10 +8,11 @@ scheduler, each with a MySQL connection of its own to the workload's server.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
-from recheck.dispatcher.dispatcher import ASKED_EVERY, AskedPusher, Dispatcher, DuePusher
+from recheck.dispatcher.dispatcher import AskedPusher, Dispatcher, DuePusher
 from recheck.dispatcher.lease import Lease, NotLeader
 from recheck.dispatcher.monitor import Monitor
 from recheck.dispatcher.reconciler import (
@@ -26,6 +27,7 @@ from recheck.shared.config import Workload
 from recheck.shared.core.records import DispatcherBeat
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.schema import require_table
+from recheck.shared.mysql.sql import Queries
 from recheck.shared.policies.ordering import ordering_of
 from recheck.shared.process.loop import Service
 from recheck.shared.process.metrics import dispatcher_metrics
@@ -53,7 +55,10 @@ class DispatchLane:
         self.job_dbs: list[Database] = []
         # A standby's check that it could lead: short timeouts, so a silent MySQL cannot hold it up.
         self.probe_db = self._own_db(read_timeout=PROBE_TIMEOUT, connect_timeout=PROBE_TIMEOUT)
-        self.monitor = Monitor(workload, self._own_db(), self.store, self.metrics)
+        # At rest, sampled every few seconds; at once when the dispatch loop finds work (not quiet).
+        self.monitor = Monitor(
+            workload, self._own_db(), self.store, self.metrics, busy=lambda: not self.quiet
+        )
         self.jobs = self._make_jobs()
         self.free_since: float | None = None  # when this lane's lease was first seen free
         self.paging_since: float | None = None  # when the page being read and pushed now began
@@ -81,7 +86,6 @@ class DispatchLane:
             "sweep": (sweeper, s.deployment.sweep_interval, True),
             "orphans": (OrphanCollector(s, own_db(), self.store), s.deployment.orphan_interval, True),
             "housekeeping": (Housekeeper(s, own_db(), self.store), s.deployment.orphan_interval, True),
-            "asked": (self.asked, ASKED_EVERY, True),
         }
         if ordering_of(s).group_limits_from:  # an operator's change reaches the takes within this period
             jobs["group_limits"] = (GroupLimitsCopier(s, own_db(), self.store), GROUP_LIMITS_EVERY, True)
@@ -164,6 +168,29 @@ class DispatchLane:
                 pages=sum(one.pages for one in self.passes),
             )
         )
+
+    @property
+    def quiet(self) -> bool:
+        """Led, and its last poll read no row: the idle probe asks for it (dispatcher/idle.py)."""
+        return self.lease.held and all(one.quiet for one in self.passes)
+
+    def probe_part(self) -> tuple[Queries, int]:
+        """Its part of the idle probe: its queries, and the earliest due time its next poll reads."""
+        return self.dispatcher.pusher.rows.queries, min(one.probe_from() for one in self.passes)
+
+    @property
+    def leads(self) -> bool:
+        return self.lease.held
+
+    @property
+    def asked_soon(self) -> bool:
+        return self.asked.soon
+
+    def read_asked(self) -> None:
+        """Push the ids the application asked for (dispatcher/asked.py's thread; the leader only).
+        An outage is logged once, with the dispatch loop's; NotLeader: the loop notices it too."""
+        with contextlib.suppress(NotLeader):
+            self.life.attempt(self.asked.run_once)
 
     def dispatched(self) -> int:
         """Ids pushed by this lane: pages and the ids the application asked for."""

@@ -1,13 +1,17 @@
 """Freshness, sampled once a second, for /metrics and the dashboard page with its charts.
 
 One sample serves every consumer, so any number of people watching the dashboard cost MySQL
-nothing more (see shared/views/status.py, Sampler, for what each sample costs).
+nothing more (see shared/views/status.py, Sampler, for what each sample costs). A workload at rest
+(nothing due, waiting or in flight, no check in the last minute) is sampled every REST_EVERY
+seconds instead, until its dispatch loop finds work (`busy`) or a sample finds it no longer at rest.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
+from collections.abc import Callable
 
 from recheck.shared.config import Workload
 from recheck.shared.core.records import StatusFacts
@@ -17,10 +21,26 @@ from recheck.shared.redis.store import Store
 from recheck.shared.views.status import Sampler
 
 HISTORY_SECONDS = 600
+REST_EVERY = 5.0  # seconds between samples of a workload at rest
+
+
+def at_rest(facts: StatusFacts) -> bool:
+    """Nothing due, waiting or in flight, and no check lately: the next sample can wait."""
+    return not (facts.due_now or facts.queue_depth or facts.in_flight or facts.checks_per_second)
 
 
 class Monitor:
-    def __init__(self, workload: Workload, db: Database, store: Store, metrics):
+    def __init__(
+        self,
+        workload: Workload,
+        db: Database,
+        store: Store,
+        metrics,
+        busy: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        """busy: whether the dispatch loop has work for this workload now (a sample at rest then
+        comes at once, not after REST_EVERY)."""
         self.workload = workload.name  # its name (the dashboard's tabs)
         self.title = f"{workload.mysql.database}.{workload.table}"
         self.sampler = Sampler(workload, db, store)
@@ -29,11 +49,23 @@ class Monitor:
         self.history: deque[dict] = deque(maxlen=HISTORY_SECONDS)
         self.latest: StatusFacts | None = None
         self._lock = threading.Lock()
+        self.busy = busy
+        self.clock = clock
+        self.rest_until = 0.0  # the last sample found the workload at rest: the next one waits until then
         metrics.interval.set(workload.interval)  # until a sample has read the rows' own (interval column)
         metrics.failing_threshold.set(workload.failing_threshold)
         metrics.one_shot.set(1 if lifecycle_of(workload).one_shot else 0)
 
-    def run_once(self) -> StatusFacts:
+    def run_once(self) -> StatusFacts | None:
+        """Sample (None: the workload is at rest and it is not time yet)."""
+        now = self.clock()
+        if now < self.rest_until and not self.busy():
+            return None
+        facts = self.sample()
+        self.rest_until = now + REST_EVERY if at_rest(facts) else 0.0
+        return facts
+
+    def sample(self) -> StatusFacts:
         facts = self.sampler.sample()
         self._export(facts)
         point = {

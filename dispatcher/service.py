@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from recheck.dispatcher.asked import AskedThread
+from recheck.dispatcher.idle import IdleProbe
 from recheck.dispatcher.lane import DispatchLane
 from recheck.dispatcher.lease import NotLeader
 from recheck.dispatcher.web import Dashboard
@@ -55,6 +57,9 @@ class DispatcherService(Service):
             self.deployment.dashboard_token.get_secret_value(),
             self.deployment.dashboard_hosts,
         )
+        store = self.lanes[0].store  # the asked bell is the deployment's: any lane's store rings it
+        self.asked = AskedThread(self, self.lanes, store.wait_for_asked, store.last_asked_ring)
+        self.idle_probe = IdleProbe()
         self.next_beat = 0.0
         self.last_handover = 0.0  # when this dispatcher last gave a lease back to share them out
         self.served = False
@@ -81,6 +86,7 @@ class DispatcherService(Service):
             self.scheduler.add_job(self.beat, "interval", seconds=self.deployment.heartbeat_interval,
                                    id="heartbeat", next_run_time=datetime.now(UTC))  # fmt: skip
             self.scheduler.start()
+        self.asked.start()
         for lane in self.lanes:
             s = lane.workload
             where = f"workload {lane.name}, " if len(self.lanes) > 1 else ""
@@ -104,8 +110,13 @@ class DispatcherService(Service):
     def poll(self) -> float:
         if time.monotonic() >= self.next_beat:
             self.take_free_leases()
+        idle = [lane for lane in self.lanes if lane.quiet]
+        woken = self.idle_probe.woken(idle)
         waits = []
         for lane in self.lanes:  # one page per led workload per round: none starves another
+            if lane in idle and lane not in woken:  # nothing due: its probe is its poll
+                waits.append(self.deployment.poll_interval)
+                continue
             ok, wait = lane.life.attempt(lane.poll)
             if not ok or wait is not None:
                 waits.append(wait)
@@ -158,6 +169,7 @@ class DispatcherService(Service):
         self.dashboard.stop()
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
+        self.idle_probe.close()
         for lane in self.lanes:
             lane.life.attempt(lane.lease.release)
             lane.close()

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import pymysql
 
@@ -53,6 +54,28 @@ RETRYABLE = {LOCK_WAIT_TIMEOUT, DEADLOCK}  # transient conflicts (the benchmark'
 # A value that one row's column refuses: too long, truncated, wrong type, NULL, invalid JSON text.
 DATA_ERRORS = {1048, 1264, 1265, 1292, 1366, 1406, 3140, 4035, 4036, 4038}
 LOCK_WAIT_SECONDS = 1  # innodb_lock_wait_timeout of recheck's sessions (whole seconds, at least 1)
+
+
+class _Connection(pymysql.connections.Connection):  # type: ignore[misc]
+    """PyMySQL's connection, but for one TLS context per process when no TLS option is given.
+
+    Without options PyMySQL prefers TLS (it encrypts if the server offers it, verifying nothing)
+    and builds a fresh default context, loading the system's CA certificates, for every
+    connection: about 70 ms of CPU each (a dispatcher opens one per job and workload). That
+    context is built once here and shared (an SSLContext may wrap many sockets); explicit
+    options (ssl_ca, ...) still get their own, as PyMySQL builds them."""
+
+    _preferred: ClassVar[ssl.SSLContext | None] = None
+    _preferred_lock = threading.Lock()
+
+    def _create_ssl_ctx(self, sslp: Any) -> ssl.SSLContext:
+        if sslp:
+            context: ssl.SSLContext = super()._create_ssl_ctx(sslp)
+            return context
+        with _Connection._preferred_lock:
+            if _Connection._preferred is None:
+                _Connection._preferred = super()._create_ssl_ctx({})
+            return _Connection._preferred
 
 
 class DatabaseDown(OutageError):
@@ -137,7 +160,7 @@ class Database:
         for flag in ("ssl_verify_cert", "ssl_verify_identity"):
             if flag in target.tls:
                 tls[flag] = target.tls[flag].lower() in ("1", "true", "yes")
-        return pymysql.connect(
+        return _Connection(
             host=target.host,
             port=target.port,
             user=target.user,

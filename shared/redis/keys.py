@@ -97,6 +97,9 @@ class Keys:
         self.dropped = f"{tag}:dropped"
         self.cancelled = f"{tag}:cancelled"  # SET ids whose running per-row checks are cancelled
         self.changed = f"{tag}:changed"  # STREAM: the change feed has news (readers block on it)
+        # STREAM, one per deployment (in the default workload's slot): an application asked for ids
+        # of some workload (ask): the dispatchers wake and read the asked lists (dispatcher/asked.py)
+        self.asked_bell = "{" + prefix + "}:asked:bell"
         self.rate = f"{tag}:rate"  # STRING: the rate limit's arrival time, us on the Redis clock (pop.lua)
         self.running = f"{tag}:running"  # HASH worker -> checks it may be running (max_in_flight)
         # Groups (group_column, docs/groups.md; _lib.lua describes each): a group's entries wait

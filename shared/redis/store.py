@@ -526,10 +526,12 @@ class Store:
     # -- the application's `now` (asked ids) and the change feed's wake-ups ------------------------
     def ask(self, keys: Sequence[bytes]) -> None:
         """Ask the dispatcher to read these ids at once (as entries spell them), each in its
-        partition's list; one in flight is asked again as soon as it is released (dispatch.lua)."""
+        partition's list, and ring the deployment's bell (the dispatchers wait on it); one in
+        flight is asked again as soon as it is released (dispatch.lua)."""
         pipe = self.client.pipeline(transaction=False)
         for index, part_keys in self._split(keys).items():
             pipe.rpush(self.partitions[index].asked, *part_keys)
+        pipe.xadd(self.keys.asked_bell, {"n": 1}, maxlen=100, approximate=True)
         pipe.execute()
 
     def in_flight(self, ids: Sequence[bytes]) -> list[bytes]:
@@ -579,10 +581,16 @@ class Store:
                 pipe.execute()
         return in_flight
 
-    def take_asked(self, limit: int) -> list[bytes]:
-        """Up to `limit` asked ids, from every partition."""
-        found = self._each(lambda client, k: client.lpop(k.asked, limit))
-        return [key for part in found if part for key in part]
+    def take_asked(self, limit: int) -> tuple[list[bytes], bool]:
+        """(up to `limit` asked ids from every partition, whether ids asked for while in flight
+        wait for their release: the scripts put those in the asked list without ringing)."""
+        pipe = self.client.pipeline(transaction=False)
+        for k in self.partitions:
+            pipe.lpop(k.asked, limit)
+            pipe.exists(k.again)
+        found = pipe.execute()
+        taken = [key for part in found[::2] if part for key in part]
+        return taken, any(found[1::2])
 
     def signal_changes(self) -> None:
         """The change feed has new records: wake whoever follows it (one stream entry)."""
@@ -590,15 +598,29 @@ class Store:
 
     def wait_for_changes(self, last: str, timeout: float) -> str:
         """Block until the feed is signalled after stream id `last` (or `timeout`); the new last id."""
-        found = self.client.xread({self.keys.changed: last}, count=100, block=max(round(timeout * 1000), 1))
+        return self._wait_on(self.keys.changed, last, timeout)
+
+    def last_change_signal(self) -> str:
+        """The stream id to wait after (the newest signal, or the start)."""
+        return self._last_on(self.keys.changed)
+
+    def wait_for_asked(self, last: str, timeout: float) -> str:
+        """Block until the deployment's asked bell rings after stream id `last` (or `timeout`);
+        the new last id (the same: it did not ring)."""
+        return self._wait_on(self.keys.asked_bell, last, timeout)
+
+    def last_asked_ring(self) -> str:
+        return self._last_on(self.keys.asked_bell)
+
+    def _wait_on(self, stream: str, last: str, timeout: float) -> str:
+        found = self.client.xread({stream: last}, count=100, block=max(round(timeout * 1000), 1))
         for _, entries in found or []:
             if entries:
                 last = entries[-1][0].decode()
         return last
 
-    def last_change_signal(self) -> str:
-        """The stream id to wait after (the newest signal, or the start)."""
-        newest = self.client.xrevrange(self.keys.changed, count=1)
+    def _last_on(self, stream: str) -> str:
+        newest = self.client.xrevrange(stream, count=1)
         return newest[0][0].decode() if newest else "0-0"
 
     # -- failures grouped by error (errors.lua), in the first partition -----------------------

@@ -208,12 +208,12 @@ def test_failures_show_in_the_dashboards_facts_within_seconds(make_settings, mak
     """The dispatcher's sampler refreshes failing rows every 5 s while checks fail (was 30 s)."""
     settings = make_settings()
     monitor = Monitor(settings, Database(settings), make_store(settings), dispatcher_metrics())
-    assert monitor.run_once().failing_rows == 0
+    assert monitor.sample().failing_rows == 0
     seed_rows(settings, 40, due_now=True)
     dispatch_all(settings)
     worker = make_worker(settings, checks.always_raises)
     worker.lane(settings.name).poll()
     worker.beat()
     time.sleep(FAILING_EVERY + 0.1)
-    facts = monitor.run_once()
+    facts = monitor.sample()
     assert facts.failing_rows == 40 and len(facts.failing) == 20

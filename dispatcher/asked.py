@@ -1,0 +1,100 @@
+"""The dispatcher's asked thread: the ids an application asked to check now, for every workload.
+
+An application asks (Client.now, `recheck now`, resume, the dashboard) by putting ids in the
+workload's asked list and ringing the deployment's bell, one stream for every workload
+(Store.ask). One thread of the dispatcher blocks on that bell and, when it rings, reads the asked
+lists of the workloads this dispatcher leads: an idle deployment costs one blocking read every
+SAFETY_EVERY seconds, not a read per workload twenty times a second, and an asked id still goes
+out within a round trip of being asked.
+
+A workload whose last read asks for another soon (ids asked for while in flight wait for their
+release, when the scripts put them in the asked list without ringing; or a read found ids, or
+the queue was full) is read again every FAST_EVERY seconds. Every SAFETY_EVERY seconds every led
+workload is read whatever rang: a bell lost with a Redis that restarted, or an older client that
+does not ring, delays an asked id by that much at most.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from recheck.shared.process.loop import Service
+
+log = logging.getLogger(__name__)
+
+FAST_EVERY = 0.05  # seconds between reads of a workload whose last read asks for another soon
+SAFETY_EVERY = 2.0  # seconds between reads of every led workload, rung or not
+
+
+class AskedLane(Protocol):
+    """What the thread needs of a dispatcher lane."""
+
+    @property
+    def leads(self) -> bool: ...
+    @property
+    def asked_soon(self) -> bool: ...
+    def read_asked(self) -> None: ...
+
+
+class AskedRounds:
+    """Which lanes each round reads: pure, the clock passed in."""
+
+    def __init__(self, lanes: Sequence[AskedLane]):
+        self.lanes = lanes
+        self.next_safety = 0.0
+
+    def wait(self) -> float:
+        """How long the next wait for the bell lasts."""
+        return FAST_EVERY if any(lane.leads and lane.asked_soon for lane in self.lanes) else SAFETY_EVERY
+
+    def to_read(self, rung: bool, now: float) -> list[AskedLane]:
+        """The led lanes to read after a wait that ended at `now` (rung: the bell rang)."""
+        everyone = rung or now >= self.next_safety
+        if everyone:
+            self.next_safety = now + SAFETY_EVERY
+        return [lane for lane in self.lanes if lane.leads and (everyone or lane.asked_soon)]
+
+
+class AskedThread:
+    """The thread: wait for the bell (or the fast pace), read the lanes AskedRounds names."""
+
+    def __init__(
+        self,
+        service: Service,
+        lanes: Sequence[AskedLane],
+        wait_for_bell: Callable[[str, float], str],
+        last_ring: Callable[[], str],
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.service = service
+        self.rounds = AskedRounds(lanes)
+        self.wait_for_bell = wait_for_bell
+        self.last_ring = last_ring
+        self.clock = clock
+        self.thread = threading.Thread(target=self.run, name="asked", daemon=True)
+
+    def start(self) -> None:
+        if not self.thread.is_alive():
+            self.thread.start()
+
+    def run(self) -> None:
+        last: str | None = None
+        while not self.service.stopping:
+            if last is None:
+                ok, found = self.service.attempt(self.last_ring)
+                if not ok:
+                    self.service.wait(found)
+                    continue
+                last = found
+            ok, found = self.service.attempt(functools.partial(self.wait_for_bell, last, self.rounds.wait()))
+            if not ok:
+                self.service.wait(found)
+                continue
+            rung, last = found != last, found
+            for lane in self.rounds.to_read(rung, self.clock()):
+                lane.read_asked()
