@@ -527,7 +527,7 @@ def bench(
 
             run_group_bench(settings, sizes, config.rows, polls, config.batch, config.out)
         elif config.mode == "idle":
-            from bench.idle import run_idle_bench
+            from bench.idlecost.idle import run_idle_bench
 
             run_idle_bench(settings, workloads, config.workers, config.seconds, jobs, config.out)
         elif config.mode == "scripts":

@@ -14,6 +14,7 @@ Each job is an object with run_once(), an ordinary function tests call directly:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from recheck.dispatcher.dispatcher import END, START, DuePusher
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 SPLIT_WAYS = 8  # a dead worker's entries come back as this many batches (see reclaim.lua)
 ERRORS_KEPT_S = 86_400.0  # failures grouped by error are forgotten a day after the last one
 GROUP_LIMITS_EVERY = 5.0  # seconds between copies of the group limits table into Redis
+IDLE_RECLAIM_EVERY = 10.0  # seconds between the reclaimer's looks at the workers while nothing is in flight
 
 
 class Job:
@@ -76,8 +78,21 @@ class GroupLimitsCopier(Job):
 
 
 class Reclaimer(Job):
+    def __init__(
+        self, workload: Workload, db: Database, store: Store, clock: Callable[[], float] = time.monotonic
+    ):
+        super().__init__(workload, db, store)
+        self.clock = clock
+        self.full_due = 0.0  # when a run goes through the workers even with nothing in flight
+
     def run_once(self) -> tuple[int, int]:
-        """Returns (ids reclaimed, ids quarantined) in this run."""
+        """Returns (ids reclaimed, ids quarantined) in this run. With nothing in flight no worker
+        holds anything: one read, and the workers are looked at every IDLE_RECLAIM_EVERY seconds
+        only (a dead one's registration and its running count go then)."""
+        now = self.clock()
+        if now < self.full_due and self.store.nothing_in_flight():
+            return 0, 0
+        self.full_due = now + IDLE_RECLAIM_EVERY
         reclaimed = quarantined = 0
         holdings: dict[str, list[int]] = {}  # a dead worker's, in each partition, read once a run
         for partition in range(self.store.count):  # each partition of the workload (one when unpartitioned)

@@ -61,7 +61,7 @@ class DispatcherService(Service):
         self.asked = AskedThread(self, self.lanes, store.wait_for_asked, store.last_asked_ring)
         self.idle_probe = IdleProbe()
         self.next_beat = 0.0
-        self.last_handover = 0.0  # when this dispatcher last gave a lease back to share them out
+        self.next_share_look = 0.0  # when the beat next compares what it leads with its share
         self.served = False
 
     def heartbeat_keys(self) -> list[str]:
@@ -149,12 +149,14 @@ class DispatcherService(Service):
             lane.life.attempt(lane.beat)
         held = [lane for lane in self.lanes if lane.lease.held]
         now = time.monotonic()
-        if len(held) <= 1 or now - self.last_handover < self.deployment.leader_ttl:
+        if len(held) <= 1 or now < self.next_share_look:
             return  # leading one workload is never more than a share
+        # Handing over is never urgent: the share is looked at once a leader_ttl (it reads every
+        # workload's registry), and one workload at a time goes.
+        self.next_share_look = now + self.deployment.leader_ttl
         ok, found = self.attempt(self.share)
         if ok and len(held) > found[1]:
             live = found[0]
-            self.last_handover = now  # one at a time: the others pick it up at their next beat
             log.info("dispatcher %s leads %d of %d workloads with %d dispatchers live; handing over %s",
                      self.id, len(held), len(self.lanes), live, held[-1].name)  # fmt: skip
             held[-1].lease.release()

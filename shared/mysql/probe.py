@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from recheck.shared.mysql.batches import sql_datetime
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.sql import Queries
 
@@ -20,7 +19,7 @@ class DueProbe:
         if not parts:
             return set()
         sql = "\nUNION ALL\n".join(queries.due_probe for queries, _ in parts)
-        args = [arg for number, (_, from_ms) in enumerate(parts) for arg in (number, sql_datetime(from_ms))]
+        args = [arg for number, (_, from_ms) in enumerate(parts) for arg in (number, from_ms * 1000)]
         return {int(row[0]) for row in self.db.query(sql, args)}
 
     def close(self) -> None:

@@ -653,6 +653,11 @@ class Store:
         return len(stale)
 
     # -- recovery (reclaim.lua, orphans.lua): the reconciler's jobs, one partition at a time -----
+    def nothing_in_flight(self) -> bool:
+        """No entry is queued or held by any worker, in any partition (the in-flight hash holds
+        every one from its dispatch to its acknowledgement)."""
+        return not any(self._each(lambda client, k: client.hlen(k.inflight)))
+
     def worker_ids(self, partition: int = 0) -> list[str]:
         return sorted(w.decode() for w in self.client.smembers(self.partitions[partition].workers))
 
@@ -934,7 +939,9 @@ class Store:
         """Refresh the member's heartbeat in every partition (each partition's reclaimer reads its
         own keys); returns how many members the first partition's registry now holds."""
         raw = json.dumps(beat.as_json())
-        pipe = self.client.pipeline(transaction=self.count == 1)
+        # No MULTI: the key is set before the member is added, on one connection, so a reclaimer
+        # never sees a new member without its key (and a renewal only refreshes both).
+        pipe = self.client.pipeline(transaction=False)
         for k in self.partitions:
             key, registry = self._presence_keys(k, role, member)
             pipe.set(key, raw, px=ttl_ms)

@@ -121,7 +121,7 @@ def run_idle_bench(settings: Workload, workloads: int, workers: int, seconds: fl
     env = {**os.environ, **settings.env_overrides(), "RECHECK_CONFIG": str(config), ENV: str(stamps),
            "RECHECK_LOG_LEVEL": "WARNING"}  # fmt: skip
     env.pop("RECHECK_WORKLOAD", None)
-    here = str(Path(__file__).resolve().parent.parent)  # the check, bench.stamps, from this checkout
+    here = str(Path(__file__).resolve().parents[2])  # the check, bench.stamps, from this checkout
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH", "")]))
     roles = [("dispatcher", [sys.executable, "-m", "recheck.dispatcher"])]
     roles += [(f"worker{i}", [sys.executable, "-m", "recheck.workers"]) for i in range(workers)]
