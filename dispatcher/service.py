@@ -6,7 +6,9 @@ stand by. Dispatchers share the leases out (each takes a free one only while it 
 than its share of the workloads, and gives one back when it leads more), and take over any
 lease left free for a whole RECHECK_LEADER_TTL. The jobs run in APScheduler's thread pool, each
 with its own MySQL connection (PyMySQL connections are not thread-safe) and the shared,
-thread-safe Redis client.
+thread-safe Redis client. Workloads with nothing due are asked together, one statement per
+MySQL server each round (dispatcher/idle.py); the ids applications ask for are read by a
+thread of their own when the deployment's bell rings (dispatcher/asked.py).
 """
 
 from __future__ import annotations
