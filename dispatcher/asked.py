@@ -9,7 +9,8 @@ out within a round trip of being asked.
 
 A workload whose last read asks for another soon (ids asked for while in flight wait for their
 release, when the scripts put them in the asked list without ringing; or a read found ids, or
-the queue was full) is read again every FAST_EVERY seconds. Every SAFETY_EVERY seconds every led
+the queue was full) is read again every FAST_EVERY seconds, and a workload this dispatcher has
+just come to lead at once (ids asked for while nobody led it). Every SAFETY_EVERY seconds every led
 workload is read whatever rang: a bell lost with a Redis that restarted, or an older client that
 does not ring, delays an asked id by that much at most.
 """
@@ -47,17 +48,27 @@ class AskedRounds:
     def __init__(self, lanes: Sequence[AskedLane]):
         self.lanes = lanes
         self.next_safety = 0.0
+        self.led: set[int] = set()  # the lanes (by position) led at the last round
 
     def wait(self) -> float:
-        """How long the next wait for the bell lasts."""
-        return FAST_EVERY if any(lane.leads and lane.asked_soon for lane in self.lanes) else SAFETY_EVERY
+        """How long the next wait for the bell lasts: short while a lane asks to be read soon,
+        or one is led that was not (a new leader reads what waited meanwhile at once)."""
+        lanes = enumerate(self.lanes)
+        soon = any(lane.leads and (lane.asked_soon or number not in self.led) for number, lane in lanes)
+        return FAST_EVERY if soon else SAFETY_EVERY
 
     def to_read(self, rung: bool, now: float) -> list[AskedLane]:
         """The led lanes to read after a wait that ended at `now` (rung: the bell rang)."""
         everyone = rung or now >= self.next_safety
         if everyone:
             self.next_safety = now + SAFETY_EVERY
-        return [lane for lane in self.lanes if lane.leads and (everyone or lane.asked_soon)]
+        chosen = [
+            lane
+            for number, lane in enumerate(self.lanes)
+            if lane.leads and (everyone or lane.asked_soon or number not in self.led)
+        ]
+        self.led = {number for number, lane in enumerate(self.lanes) if lane.leads}
+        return chosen
 
 
 class AskedThread:

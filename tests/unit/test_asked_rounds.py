@@ -25,8 +25,9 @@ def names(lanes) -> list[str]:
 def test_a_quiet_deployment_waits_long_and_reads_every_led_lane_at_a_ring_or_the_safety_read():
     a, b, standby = Lane("a"), Lane("b"), Lane("c", leads=False)
     rounds = AskedRounds([a, b, standby])
-    assert rounds.wait() == SAFETY_EVERY
+    assert rounds.wait() == FAST_EVERY  # nothing read yet
     assert names(rounds.to_read(rung=False, now=100.0)) == ["a", "b"]  # the first round: a safety read
+    assert rounds.wait() == SAFETY_EVERY
     assert rounds.to_read(rung=False, now=100.0 + SAFETY_EVERY / 2) == []  # a timeout, nothing rang
     assert names(rounds.to_read(rung=True, now=100.0 + SAFETY_EVERY / 2)) == ["a", "b"]  # the bell
     assert rounds.to_read(rung=False, now=100.0 + SAFETY_EVERY) == []  # the ring reset the safety read
@@ -45,3 +46,14 @@ def test_a_lane_whose_ids_wait_for_their_release_is_read_at_the_fast_pace_until_
     b.leads = False  # a standby's lanes are never read, soon or not
     b.asked_soon = True
     assert rounds.wait() == SAFETY_EVERY and rounds.to_read(rung=True, now=0.1) == [a]
+
+
+def test_a_lane_just_come_to_be_led_is_read_at_once_not_at_the_next_safety_read():
+    a, b = Lane("a"), Lane("b", leads=False)
+    rounds = AskedRounds([a, b])
+    assert names(rounds.to_read(rung=False, now=0.0)) == ["a"]
+    assert rounds.wait() == SAFETY_EVERY
+    b.leads = True  # this dispatcher took b's lease: what was asked meanwhile waits in its list
+    assert rounds.wait() == FAST_EVERY
+    assert names(rounds.to_read(rung=False, now=0.1)) == ["b"]
+    assert rounds.wait() == SAFETY_EVERY and rounds.to_read(rung=False, now=0.2) == []
