@@ -113,7 +113,7 @@ class DispatcherService(Service):
         if time.monotonic() >= self.next_beat:
             self.take_free_leases()
         idle = [lane for lane in self.lanes if lane.quiet]
-        woken = self.idle_probe.woken(idle)
+        woken = self.probe(idle)
         waits = []
         for lane in self.lanes:  # one page per led workload per round: none starves another
             if lane in idle and lane not in woken:  # nothing due: its probe is its poll
@@ -123,6 +123,19 @@ class DispatcherService(Service):
             if not ok or wait is not None:
                 waits.append(wait)
         return min(waits, default=max(self.next_beat - time.monotonic(), 0.0))
+
+    def probe(self, idle: list[DispatchLane]) -> list:
+        """The idle lanes with a row due now (dispatcher/idle.py). Reading for them counts as
+        their page under way: a probe stuck on a silent MySQL for a whole TTL gives their
+        leases up (DispatchLane.renew), as a stuck page does."""
+        started = time.monotonic()
+        for lane in idle:
+            lane.paging_since = started
+        try:
+            return self.idle_probe.woken(idle)
+        finally:
+            for lane in idle:
+                lane.paging_since = None
 
     def share(self) -> tuple[int, int]:
         """(live dispatchers, how many workloads each should lead). Every dispatcher serves every

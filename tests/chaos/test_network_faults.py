@@ -158,6 +158,22 @@ def test_a_leader_cut_off_from_mysql_lets_its_lease_go_and_the_standby_leads(tmp
         cluster.close()
 
 
+def test_the_leader_of_an_idle_table_cut_off_silently_from_mysql_lets_its_lease_go(tmp_path, procs):
+    """An empty table: its workload is quiet, so the dispatch loop reads MySQL through the idle
+    probe (dispatcher/idle.py), not a page. A probe waiting on a silent MySQL is no progress
+    either: the lease must go as it does for a page (before the fix: renewed for the 60 s read
+    timeout)."""
+    cluster = Cluster(tmp_path, procs, rows=0, leader_ttl=3.0)
+    try:
+        proxy, leader, standby = start_leader_behind(cluster, "mysql")
+        proxy.stall()
+        assert_standby_takes_over(cluster, leader, standby)
+        assert "giving up the lease" in cluster.procs.log_of(leader)
+        proxy.heal()
+    finally:
+        cluster.close()
+
+
 def test_a_leader_cut_off_from_redis_loses_its_lease_and_the_standby_leads(cluster):
     report, _ = cut_the_leader_off(cluster, "redis", lambda proxy: proxy.stall())
     s = cluster.settings
