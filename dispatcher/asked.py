@@ -94,18 +94,19 @@ class AskedThread:
             self.thread.start()
 
     def run(self) -> None:
-        last: str | None = None
+        last: str | None = None  # the newest ring seen (None: not read yet)
         while not self.service.stopping:
-            if last is None:
-                ok, found = self.service.attempt(self.last_ring)
-                if not ok:
-                    self.service.wait(found)
-                    continue
-                last = found
-            ok, found = self.service.attempt(functools.partial(self.wait_for_bell, last, self.rounds.wait()))
-            if not ok:
-                self.service.wait(found)
-                continue
-            rung, last = found != last, found
+            rung = False
+            ok, found = self.service.attempt(self._wait_step(last))
+            if ok:
+                rung, last = last is not None and found != last, found
+            else:  # the bell's server is away (a cluster's node): the safety reads go on meanwhile
+                self.service.wait(min(found, SAFETY_EVERY))
             for lane in self.rounds.to_read(rung, self.clock()):
                 lane.read_asked()
+
+    def _wait_step(self, last: str | None) -> Callable[[], str]:
+        """Read where the bell is at first; then wait for it to ring after `last`."""
+        if last is None:
+            return self.last_ring
+        return functools.partial(self.wait_for_bell, last, self.rounds.wait())

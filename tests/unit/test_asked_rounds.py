@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from recheck.dispatcher.asked import FAST_EVERY, SAFETY_EVERY, AskedRounds
+from recheck.dispatcher.asked import FAST_EVERY, SAFETY_EVERY, AskedRounds, AskedThread
 
 
 @dataclass
@@ -57,3 +57,54 @@ def test_a_lane_just_come_to_be_led_is_read_at_once_not_at_the_next_safety_read(
     assert rounds.wait() == FAST_EVERY
     assert names(rounds.to_read(rung=False, now=0.1)) == ["b"]
     assert rounds.wait() == SAFETY_EVERY and rounds.to_read(rung=False, now=0.2) == []
+
+
+class Service:
+    """Stands for the dispatcher process: attempt() turns a ConnectionError into an outage's
+    (False, backoff); it stops after `rounds` attempts."""
+
+    def __init__(self, rounds: int):
+        self.rounds = rounds
+        self.waited: list[float] = []
+
+    @property
+    def stopping(self) -> bool:
+        return self.rounds <= 0
+
+    def attempt(self, step):
+        self.rounds -= 1
+        try:
+            return True, step()
+        except ConnectionError:
+            return False, 0.5
+
+    def wait(self, seconds: float) -> None:
+        self.waited.append(seconds)
+
+
+class CountingLane(Lane):
+    reads = 0
+
+    def read_asked(self) -> None:
+        self.reads += 1
+
+
+def test_the_thread_reads_at_a_ring_and_keeps_its_safety_reads_while_the_bells_server_is_away():
+    lane = CountingLane("a")
+    now = [0.0]
+    rings = iter(["0-0", "1-0", "1-0"])  # a wait with no ring, a ring, no ring again
+
+    def wait_for_bell(last: str, timeout: float) -> str:
+        now[0] += timeout / 4  # each wait ends early: a timeout is never a whole safety period here
+        return next(rings)
+
+    service = Service(rounds=4)
+    AskedThread(service, [lane], wait_for_bell, lambda: "0-0", clock=lambda: now[0]).run()
+    assert lane.reads == 2  # the first round's read and the ring's; the others read nothing
+
+    def away(*_args) -> str:
+        raise ConnectionError("the bell's node is down")
+
+    lane.reads, service = 0, Service(rounds=3)
+    AskedThread(service, [lane], away, away, clock=lambda: now[0]).run()
+    assert lane.reads == 1 and service.waited == [0.5, 0.5, 0.5]  # the first safety read, despite it
