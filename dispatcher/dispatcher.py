@@ -221,11 +221,16 @@ class Dispatcher:
             return 0.0
         return 0.0 if page.read == limit else workload.deployment.poll_interval
 
-    def probe_from(self) -> int:
-        """The earliest due time (ms) a row this pass would read now can have: its cursor's, or
-        with a look-back the start of that window (the idle probe reads from there)."""
+    def probe_from(self) -> tuple:
+        """Where the rows this pass would read now begin, as a cursor (due_ms, key; a None key:
+        before every key): after its cursor, or with a look-back from the start of that window.
+        The idle probe (dispatcher/idle.py) asks whether a row due now lies there."""
         if self.cursor == START or not self.lifecycle.looks_back:
-            return self.cursor[0]
+            return self.cursor
+        return (self.window_start(), None)
+
+    def window_start(self) -> int:
+        """The look-back window's first due time (ms): SWEEP_GRACE behind the cursor."""
         return max(self.cursor[0] - round(self.workload.deployment.sweep_grace * 1000), MIN_DUE_MS)
 
     def look_back(self) -> int:
@@ -240,7 +245,7 @@ class Dispatcher:
         Redis); what commits later than that is the sweep's (its grace). Returns the rows read."""
         if self.cursor == START:
             return 0
-        start = (self.probe_from(), None)
+        start = (self.window_start(), None)
         limit = self.workload.dispatch_batch
         read = 0
         try:

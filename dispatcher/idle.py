@@ -27,7 +27,7 @@ class ProbedLane(Protocol):
     workload: Workload
     life: Lifeline
 
-    def probe_part(self) -> tuple[Queries, int]: ...
+    def probe_part(self) -> tuple[Queries, tuple]: ...
 
 
 class IdleProbe:

@@ -174,9 +174,12 @@ class DispatchLane:
         """Led, and its last poll read no row: the idle probe asks for it (dispatcher/idle.py)."""
         return self.lease.held and all(one.quiet for one in self.passes)
 
-    def probe_part(self) -> tuple[Queries, int]:
-        """Its part of the idle probe: its queries, and the earliest due time its next poll reads."""
-        return self.dispatcher.pusher.rows.queries, min(one.probe_from() for one in self.passes)
+    def probe_part(self) -> tuple[Queries, tuple]:
+        """Its part of the idle probe: its queries, and where its next poll's rows begin (of two
+        passes at different places, from the earlier due time with every key: a wider read)."""
+        starts = {one.probe_from() for one in self.passes}
+        start = starts.pop() if len(starts) == 1 else (min(due for due, _ in starts), None)
+        return self.dispatcher.pusher.rows.queries, start
 
     @property
     def leads(self) -> bool:

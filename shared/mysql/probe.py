@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from recheck.shared.core.entries import Key
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.sql import Queries
 
@@ -13,13 +14,16 @@ class DueProbe:
     def __init__(self, db: Database):
         self.db = db  # a connection of its own, to the server every part's table is on
 
-    def due(self, parts: Sequence[tuple[Queries, int]]) -> set[int]:
-        """The indexes of the parts (a workload's queries, the earliest due time in ms its next
-        poll could read) that have a row due now; one round trip for all of them."""
+    def due(self, parts: Sequence[tuple[Queries, tuple[int, Key | None]]]) -> set[int]:
+        """The indexes of the parts (a workload's queries, the keyset position (due_ms, key; a None
+        key: before every key) its next poll reads after) that have a row due now there; one
+        round trip for all of them."""
         if not parts:
             return set()
         sql = "\nUNION ALL\n".join(queries.due_probe for queries, _ in parts)
-        args = [arg for number, (_, from_ms) in enumerate(parts) for arg in (number, from_ms * 1000)]
+        args: list[object] = []
+        for number, (_, (due_ms, key)) in enumerate(parts):
+            args += [number, due_ms * 1000, due_ms * 1000, key, key]
         return {int(row[0]) for row in self.db.query(sql, args)}
 
     def close(self) -> None:

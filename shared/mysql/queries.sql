@@ -72,13 +72,18 @@ FROM (
 -- name: due_probe
 -- One workload's part of the dispatcher's idle probe (shared/mysql/probe.py joins the parts of
 -- every idle workload on one server with UNION ALL: one statement for all of them): the first
--- argument, the part's number, if a row is due now from the second on (the earliest due time the
--- workload's next poll could read: its cursor's, or its look-back's, in microseconds on the due
--- times' own epoch: a constant, no date text to format per part and poll). One dive into the due index;
--- parked rows (far in the future) and done rows (NULL) are never in the range. MySQL 8 and
--- MariaDB both take a parenthesized SELECT with its own LIMIT as a UNION's part.
+-- argument, the part's number, if a row is due now after the keyset position its next poll would
+-- read after (the due time in microseconds on the due times' own epoch, twice, then the key, twice:
+-- NULL for every key at that due time). The keyset spelled out as in due_page: one range over
+-- the due index, one dive. The cursor's own row, still in flight, is not after it: a recurring
+-- workload's probe does not wake it for the row it has just read. Parked rows (far in the future)
+-- and done rows (NULL) are never in the range. MySQL 8 and MariaDB both take a parenthesized
+-- SELECT with its own LIMIT as a UNION's part.
 (SELECT %s FROM {table}
- WHERE {due} <= NOW(3) AND {due} >= TIMESTAMP'1970-01-01 00:00:00' + INTERVAL %s MICROSECOND LIMIT 1)
+ WHERE {due} <= NOW(3)
+   AND ({due} > TIMESTAMP'1970-01-01 00:00:00' + INTERVAL %s MICROSECOND
+        OR ({due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL %s MICROSECOND AND (%s IS NULL OR {id} > %s)))
+ LIMIT 1)
 
 -- name: write_success
 -- Results of one batch, fenced: a row is written only if it still has the due time it was

@@ -65,7 +65,7 @@ def test_a_quiet_one_shot_pass_probes_its_look_back_window_so_a_late_commit_is_f
     one.poll()
     assert one.quiet
     cursor_due_ms = one.cursor[0]
-    assert one.probe_from() == cursor_due_ms - round(jobs.deployment.sweep_grace * 1000)
+    assert one.probe_from() == (cursor_due_ms - round(jobs.deployment.sweep_grace * 1000), None)
     # The late commit: due half a grace before the cursor's row.
     late_us = (cursor_due_ms - round(jobs.deployment.sweep_grace * 500)) * 1000  # on the due times' own epoch
     late = f"TIMESTAMP'1970-01-01 00:00:00' + INTERVAL {late_us} MICROSECOND"
@@ -73,12 +73,41 @@ def test_a_quiet_one_shot_pass_probes_its_look_back_window_so_a_late_commit_is_f
     probe = DueProbe(Database(jobs))
     try:
         queries = one.pusher.rows.queries
-        assert probe.due([(queries, one.cursor[0])]) == set()  # what the cursor alone would miss
+        assert probe.due([(queries, one.cursor)]) == set()  # what the cursor alone would miss
         assert probe.due([(queries, one.probe_from())]) == {0}
     finally:
         probe.close()
     one.poll()
     assert make_store(jobs).in_flight([b"2"]) == [b"2"]  # the woken poll's look-back queued it
+
+
+def test_a_recurring_pass_is_not_woken_by_the_row_it_has_just_read_but_by_one_after_it(make_settings, sql):
+    """A recurring workload's last row read is still in flight at the cursor: a probe from the
+    cursor's due time with every key would wake the pass each round for nothing (a probe and a
+    poll instead of a poll). The probe reads strictly after the cursor, keys included: a row
+    committed later at the very same due time with a larger key is found."""
+    settings = make_settings(interval=3600)
+    take_lease(settings)
+    one = make_dispatcher(settings)
+    query(
+        sql, "INSERT INTO user_block_status (user_id, next_check_at) VALUES (5, NOW(3) - INTERVAL 1 SECOND)"
+    )
+    one.poll()
+    one.poll()
+    assert one.quiet and one.cursor[1] == 5  # row 5 read, in flight, its due time unchanged in MySQL
+    probe = DueProbe(Database(settings))
+    try:
+        queries = one.pusher.rows.queries
+        assert probe.due([(queries, one.probe_from())]) == set()
+        query(sql, "INSERT INTO user_block_status (user_id, next_check_at) "
+                   "SELECT 6, next_check_at FROM user_block_status WHERE user_id = 5")  # fmt: skip
+        assert probe.due([(queries, one.probe_from())]) == {0}
+        query(sql, "DELETE FROM user_block_status WHERE user_id = 6")
+        query(sql, "INSERT INTO user_block_status (user_id, next_check_at) "
+                   "SELECT 4, next_check_at FROM user_block_status WHERE user_id = 5")  # fmt: skip
+        assert probe.due([(queries, one.probe_from())]) == set()  # before the cursor: the sweep's
+    finally:
+        probe.close()
 
 
 def test_asking_rings_the_deployments_bell_whichever_workload_asks(make_settings):
