@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bench.procs import cpu_seconds, pid_from_file, server_pids
-from bench.stamps import ENV, read_checks, start_delays
+from bench.stamps import ENV, quantile, read_checks, start_delays
 from recheck.shared.config import Workload
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.sql import Queries
@@ -200,7 +200,7 @@ def measure_idle(settings: Workload, store: Store, processes: dict, workloads: i
     by_command = {name: (n - calls_before.get(name, 0)) / spent for name, n in calls_after.items()}
     by_command.pop("info", None)
     top = dict(sorted(((k, round(v, 1)) for k, v in by_command.items() if v > 0), key=lambda kv: -kv[1]))
-    own = [name for name in processes]
+    own = list(processes)
     return IdleResult(
         workloads=workloads, workers=workers, seconds=round(spent, 2),
         cpu_share=round(sum(share[name] for name in own), 5),
@@ -239,10 +239,10 @@ def measure_starts(settings: Workload, workloads: int, jobs: int, stamps: Path, 
     result.jobs = jobs
     result.never_started = unseen
     result.delays_ms = [round(1000 * d, 1) for d in delays]
-    if delays:
-        result.start_p50_ms = round(1000 * delays[len(delays) // 2], 1)
-        result.start_p99_ms = round(1000 * delays[min(len(delays) - 1, -(-99 * len(delays) // 100) - 1)], 1)
-        result.start_max_ms = round(1000 * delays[-1], 1)
+    p50, p99 = quantile(delays, 0.5, unseen), quantile(delays, 0.99, unseen)
+    result.start_p50_ms = None if p50 is None else round(1000 * p50, 1)
+    result.start_p99_ms = None if p99 is None else round(1000 * p99, 1)
+    result.start_max_ms = round(1000 * delays[-1], 1) if delays and not unseen else None
     say(
         f"  {jobs} single inserts, {GAP[0]}-{GAP[1]} s apart: commit -> start p50 {result.start_p50_ms} ms, "
         f"p99 {result.start_p99_ms} ms, max {result.start_max_ms} ms; never started {unseen}"
