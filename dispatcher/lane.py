@@ -55,9 +55,14 @@ class DispatchLane:
         self.job_dbs: list[Database] = []
         # A standby's check that it could lead: short timeouts, so a silent MySQL cannot hold it up.
         self.probe_db = self._own_db(read_timeout=PROBE_TIMEOUT, connect_timeout=PROBE_TIMEOUT)
-        # At rest, sampled every few seconds; at once when the dispatch loop finds work (not quiet).
+        # At rest, sampled every few seconds; at once when this lane leads and its dispatch loop
+        # finds work (a standby goes by its samples alone).
         self.monitor = Monitor(
-            workload, self._own_db(), self.store, self.metrics, busy=lambda: not self.quiet
+            workload,
+            self._own_db(),
+            self.store,
+            self.metrics,
+            busy=lambda: self.lease.held and not self.quiet,
         )
         self.jobs = self._make_jobs()
         self.free_since: float | None = None  # when this lane's lease was first seen free

@@ -12,8 +12,10 @@ import time
 
 from recheck import Client
 from recheck.commands.init_db import init_db
+from recheck.dispatcher.monitor import REST_EVERY, Monitor
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.probe import DueProbe
+from recheck.shared.process.metrics import dispatcher_metrics
 from tests.support.helpers import make_dispatcher, make_store, query, scalar, take_lease, workload
 from tests.support.servers import wait_for
 
@@ -108,6 +110,26 @@ def test_a_recurring_pass_is_not_woken_by_the_row_it_has_just_read_but_by_one_af
         assert probe.due([(queries, one.probe_from())]) == set()  # before the cursor: the sweep's
     finally:
         probe.close()
+
+
+def test_the_monitor_samples_a_workload_at_rest_every_few_seconds_and_at_once_when_busy(make_settings, sql):
+    settings = make_settings()
+    store = make_store(settings)
+    now, busy = [100.0], [False]
+    monitor = Monitor(settings, Database(settings), store, dispatcher_metrics(),
+                      busy=lambda: busy[0], clock=lambda: now[0])  # fmt: skip
+    assert monitor.run_once() is not None  # an empty table: at rest
+    now[0] += REST_EVERY / 2
+    assert monitor.run_once() is None
+    busy[0] = True  # its dispatcher found work: sampled at once
+    assert monitor.run_once() is not None
+    busy[0] = False
+    now[0] += REST_EVERY
+    query(sql, "INSERT INTO user_block_status (user_id, next_check_at) VALUES (1, NOW(3))")
+    store.client.delete(store.keys.freshness)  # the deployment's shared sample serves for 1 s of real time
+    assert monitor.run_once().due_now == 1  # the rest is over: no longer at rest
+    now[0] += 0.1
+    assert monitor.run_once() is not None  # sampled every run while not at rest
 
 
 def test_asking_rings_the_deployments_bell_whichever_workload_asks(make_settings):
