@@ -571,12 +571,12 @@ class Store:
         in_flight = []
         for index, part_ids in self._split(ids).items():
             k = self.partitions[index]
-            held = self.client.hmget(k.inflight, part_ids)
-            marks = [i + b":" + due for i, due in zip(part_ids, held, strict=True) if due is not None]
-            if marks:
-                in_flight += [i for i, due in zip(part_ids, held, strict=True) if due is not None]
+            dues = self.client.hmget(k.inflight, part_ids)
+            held = [(i, due) for i, due in zip(part_ids, dues, strict=True) if due is not None]
+            if held:
+                in_flight += [i for i, _ in held]
                 pipe = self.client.pipeline(transaction=False)
-                pipe.sadd(k.dropped, *marks)
+                pipe.sadd(k.dropped, *(i + b":" + due for i, due in held))
                 pipe.pexpire(k.dropped, DROPPED_TTL_MS)
                 pipe.execute()
         return in_flight

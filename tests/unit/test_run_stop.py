@@ -5,7 +5,8 @@ import subprocess
 import sys
 
 from recheck.commands.run import Child, Runner
-from recheck.shared.config import Settings
+from recheck.shared.config import Settings, Workload
+from recheck.shared.core.records import StatusFacts
 
 
 def python(code: str) -> subprocess.Popen:
@@ -32,9 +33,6 @@ def test_a_crash_waiting_for_its_restart_and_a_child_stopped_before_its_handler_
 
 
 def test_the_run_summary_says_a_scheduled_workloads_rows_are_on_their_calendar():
-    from recheck.shared.config import Workload
-    from recheck.shared.core.records import StatusFacts
-
     facts = StatusFacts(rows=1200, failing_rows=3, schedule="schedule '0 9 * * MON' in time zone UTC")
     line = Runner.rows_line(Workload(schedule="0 9 * * MON"), facts, 20.0, 0)
     assert (
