@@ -25,9 +25,12 @@ demo: $(BIN)/.installed
 	$(BIN)/recheck seed --rows $(DEMO_ROWS) --truncate
 	$(BIN)/recheck run --workers $(DEMO_WORKERS) --duration $(DEMO_SECONDS)
 
+# The Kubernetes manifests (deploy/kubernetes/) against the Kubernetes and KEDA schemas, offline
+# but for KEDA's schema package, fetched from npm once (tests/support/kube.py).
 lint: $(BIN)/.installed typecheck
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python -m tests.support.kube deploy/kubernetes
 
 # mypy over the package as it is installed: recheck.shared is shared/, recheck.workers workers/,
 # recheck.dispatcher dispatcher/ (pyproject's package-dir), rebuilt as symlinks in build/typecheck;

@@ -39,15 +39,15 @@ MIRROR = "http://deb.debian.org/debian"
 HOST_CERTS = Path("/usr/local/share/ca-certificates")
 
 
-def phase(name: str):
+def phase(name: str, test: str = "compose test"):
     """A context manager that prints how long the phase took (`make test` shows it with -s)."""
 
     @contextmanager
     def timed() -> Iterator[None]:
         started = time.monotonic()
-        print(f"[compose test] {name} ...", flush=True)
+        print(f"[{test}] {name} ...", flush=True)
         yield
-        print(f"[compose test] {name}: {time.monotonic() - started:.1f} s", flush=True)
+        print(f"[{test}] {name}: {time.monotonic() - started:.1f} s", flush=True)
 
     return timed()
 
