@@ -11,13 +11,18 @@ recheck.dispatcher, recheck.commands) may change between releases:
   (the change feed), with ``Acted`` and ``Change``, what they return;
 - ``JsonFormatter``: recheck's one-JSON-object-per-line log format, for a logging configuration
   of your own (``RECHECK_LOG_CONFIG``: ``{"()": "recheck.JsonFormatter"}``);
+- ``traceparent()``: the current OpenTelemetry span's W3C trace context, for a producer to store
+  with a row in the workload's ``trace_column`` (docs/tracing.md); None without OpenTelemetry;
 - ``RecheckError``: the root of every exception recheck raises on purpose.
 """
 
 from recheck.shared.errors import RecheckError
 from recheck.workers.checks import Recheck, batch, per_row
 
-__all__ = ["Acted", "Change", "Client", "JsonFormatter", "Recheck", "RecheckError", "batch", "per_row"]
+__all__ = [
+    "Acted", "Change", "Client", "JsonFormatter", "Recheck", "RecheckError", "batch", "per_row",
+    "traceparent",
+]  # fmt: skip
 _CLIENT = ("Acted", "Change", "Client")  # imported when first asked for: a worker never needs them
 
 
@@ -30,4 +35,8 @@ def __getattr__(name: str):
         from recheck.shared.process.logs import JsonFormatter
 
         return JsonFormatter
+    if name == "traceparent":
+        from recheck.shared.process.tracing import traceparent
+
+        return traceparent
     raise AttributeError(f"module 'recheck' has no attribute {name!r}")

@@ -268,6 +268,10 @@ class DeploymentFields(BaseModel):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"
     log_config: str = ""
+    # OpenTelemetry traces of the workers' work (docs/tracing.md; `pip install 'recheck[otel]'`):
+    # a span per take, check call and write-back, per row for per-row checks. Off: nothing of
+    # OpenTelemetry is imported.
+    tracing: bool = False
 
 
 class WorkloadFields(BaseModel):
@@ -308,6 +312,9 @@ class WorkloadFields(BaseModel):
     # Columns the check gets with each row: they are read for a whole take in one statement and
     # the check receives rows (read-only mappings, the id column included) instead of ids.
     columns: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_names), AfterValidator(_identifiers)] = ()
+    # A column holding each row's W3C trace context (`traceparent`), written by the producer with
+    # the row (docs/tracing.md): with RECHECK_TRACING, a row's check joins the producer's trace.
+    trace_column: Annotated[str, AfterValidator(_optional_identifier)] = ""
     # Next due times come up to this share of the row's interval early, at random, so rows that
     # came due together (after a stop, a bulk import) spread out again by themselves.
     jitter: Annotated[float, Field(ge=0, le=0.5)] = 0.05
@@ -443,6 +450,7 @@ class Workload(WorkloadFields):
             *([self.time_zone_column] if self.time_zone_column else []),
             *([self.priority_column] if self.priority_column else []),
             *([self.group_column] if self.group_column else []),
+            *([self.trace_column] if self.trace_column else []),
         ]
         if len({c.lower() for c in columns}) != len(columns):
             raise ValueError("id_column: the configured column names must all be different")

@@ -17,6 +17,7 @@ import logging
 import time
 
 from recheck.shared.core.entries import Item
+from recheck.shared.process.tracing import outcome_attributes, rows_attributes
 from recheck.workers.batchsize import TakeSizer, slices
 from recheck.workers.checks import CheckShapeError, Outcome, batch_outcomes, describe_error
 from recheck.workers.intake import split
@@ -69,6 +70,14 @@ class BatchLoop(CheckLoop):
         return bool(entries)
 
     def process(self, entries: list[bytes]) -> None:
+        if not self.tracing.on:
+            self.finish(entries)
+            return
+        with self.tracing.span("recheck.take", rows_attributes(self.workload.name, len(entries))):
+            self.finish(entries)
+
+    def finish(self, entries: list[bytes]) -> None:
+        """The take's rows read, checked, written back and acknowledged (or given back)."""
         items, malformed = split(entries, self.completer.writeback.keys)
         read = self.life.persist(lambda: self.with_rows(items)) if items else ([], [], [])
         if read is None:  # MySQL stayed away through the stop deadline: nothing was done
@@ -81,8 +90,15 @@ class BatchLoop(CheckLoop):
         self.check_seconds = time.monotonic() - started
         if outcomes is None:  # stop deadline passed while the check ran: nothing was done
             self.completer.give_back([item.entry for item in items], [*malformed, *gone])
-        else:
+        elif not self.tracing.on:
             self.completer.complete(items, outcomes, malformed, gone)
+        else:
+            with self.tracing.span(
+                "recheck.write_back", rows_attributes(self.workload.name, len(items))
+            ) as span:
+                written = self.completer.complete(items, outcomes, malformed, gone)
+                if written is not None:
+                    self.tracing.record(span, outcome_attributes(written, len(gone)))
         self.in_hand = []
 
     def run_check(self, items: list[Item], args: list) -> list[Outcome] | None:
@@ -90,10 +106,23 @@ class BatchLoop(CheckLoop):
         (of ids, or of rows with `columns`); None if a graceful stop ran out of time first."""
         outcomes: list[Outcome] = []
         for part in slices(len(items), self.workload.worker_batch):
-            done = self.check_slice(items[part.start : part.stop], args[part.start : part.stop])
+            some, given = items[part.start : part.stop], args[part.start : part.stop]
+            done = self.check_slice(some, given) if not self.tracing.on else self.traced_slice(some, given)
             if done is None:
                 return None
             outcomes += done
+        return outcomes
+
+    def traced_slice(self, items: list[Item], args: list) -> list[Outcome] | None:
+        """check_slice in a `recheck.check` span linked to its rows' producers' traces."""
+        links = [self.contexts[item.id] for item in items if item.id in self.contexts]
+        attributes = rows_attributes(self.workload.name, len(items))
+        with self.tracing.span("recheck.check", attributes, links=links) as span:
+            outcomes = self.check_slice(items, args)
+            failed = [outcome.text or "" for outcome in outcomes or () if not outcome.ok]
+            self.tracing.record(span, {"recheck.check_failures": len(failed)})
+            if failed and len(failed) == len(items):  # the call itself failed, or every row did
+                self.tracing.failed(span, failed[0])
         return outcomes
 
     def check_slice(self, items: list[Item], args: list) -> list[Outcome] | None:

@@ -13,6 +13,7 @@ from recheck.shared.mysql.db import last_success as mysql_seen
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.process.loop import Lifeline
 from recheck.shared.process.metrics import WorkloadWorkerMetrics
+from recheck.shared.process.tracing import tracing_for
 from recheck.workers.intake import Intake
 from recheck.workers.writing.completer import Completer
 
@@ -40,11 +41,20 @@ class CheckLoop:
         # With `columns`, the rows a check gets are read for each take on a connection of their own.
         self.reader = Rows(workload, Database(workload)) if workload.columns else None
         self.key_of = (lambda row: row[workload.id_column]) if workload.columns else None
+        # Tracing (docs/tracing.md): off, a no-op; with a trace_column, each take also reads the
+        # trace contexts its rows' producers stored (one statement, on a connection of its own).
+        self.tracing = tracing_for(workload.deployment)
+        self.traces = (
+            Rows(workload, Database(workload)) if self.tracing.on and workload.trace_column else None
+        )
+        self.contexts: dict = {}  # the take's rows' trace contexts: id -> traceparent
 
     def with_rows(self, items: list[Item]) -> tuple[list[Item], list, list[bytes]]:
         """(the items whose rows still exist, what the check gets for each: its id, or with
         `columns` its row, and the entries of rows deleted since their dispatch). One statement
         for the whole take; raises DatabaseDown like any MySQL step."""
+        if self.traces is not None:
+            self.contexts = self.traces.trace_contexts([self.traces.keys.ref(item) for item in items])
         if self.reader is None:
             return items, [item.id for item in items], []
         keys = self.reader.keys
@@ -82,8 +92,9 @@ class CheckLoop:
         self.close_reader()
 
     def close_reader(self) -> None:
-        if self.reader is not None:
-            self.reader.db.close()
+        for rows in (self.reader, self.traces):
+            if rows is not None:
+                rows.db.close()
 
     def ready_to_write(self) -> None:
         """While MySQL is failing, take no more work until it takes writes again.

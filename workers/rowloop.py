@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import inspect
 import logging
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 
 from recheck.shared.core.entries import Item, entry_key
 from recheck.shared.policies.ordering import ordering_of
+from recheck.shared.process.tracing import outcome_attributes, rows_attributes, span_id_of
 from recheck.workers.checks import Outcome, describe_error, outcome_of
 from recheck.workers.intake import split
 from recheck.workers.loopbase import HUNG_CHECKS_LIMIT, IDLE_PROBE_EVERY, CheckLoop
@@ -77,6 +79,16 @@ class RowLoop(CheckLoop):
                 self.pool.shutdown(wait=False, cancel_futures=True)
             self.close_reader()
 
+    async def traced_check(self, arg, item: Item) -> Outcome:
+        """check_one in a `recheck.check` span, the child of the row's producer's span if its
+        trace_column holds one (the check's own spans nest in it, on the loop or in its thread)."""
+        attributes = {"recheck.workload": self.workload.name, "recheck.id": span_id_of(item.id)}
+        with self.tracing.span("recheck.check", attributes, parent=self.contexts.get(item.id)) as span:
+            outcome = await self.check_one(arg)
+            if not outcome.ok:
+                self.tracing.failed(span, outcome.text or "")
+            return outcome
+
     async def check_one(self, arg) -> Outcome:
         """One row's check: `arg` is its id, or its row with `columns`."""
         started = time.monotonic()
@@ -86,7 +98,10 @@ class RowLoop(CheckLoop):
                 if self.is_async:
                     value = await self.check(arg)
                 else:
-                    running = self.threads().submit(self.check, arg)
+                    if self.tracing.on:  # the check's own spans nest in its row's, in the thread too
+                        running = self.threads().submit(contextvars.copy_context().run, self.check, arg)
+                    else:
+                        running = self.threads().submit(self.check, arg)
                     value = await asyncio.wrap_future(running)
         except TimeoutError:
             if running is not None and not running.done():
@@ -220,8 +235,9 @@ class RowLoop(CheckLoop):
             return
         items, args, gone = read
         self.gone += gone
+        traced = self.tracing.on
         for item, arg in zip(items, args, strict=True):
-            task = asyncio.create_task(self.check_one(arg))
+            task = asyncio.create_task(self.traced_check(arg, item) if traced else self.check_one(arg))
             task.add_done_callback(self.on_done)
             self.pending[task] = item
 
@@ -273,7 +289,14 @@ class RowLoop(CheckLoop):
 
     def flush(self, batch: list[tuple[Item, Outcome]], gone: Sequence[bytes] = ()) -> None:
         """Write back and acknowledge finished rows (runs in a thread, one batch at a time)."""
-        self.completer.complete([item for item, _ in batch], [outcome for _, outcome in batch], gone=gone)
+        items, outcomes = [item for item, _ in batch], [outcome for _, outcome in batch]
+        if not self.tracing.on:
+            self.completer.complete(items, outcomes, gone=gone)
+            return
+        with self.tracing.span("recheck.write_back", rows_attributes(self.workload.name, len(items))) as span:
+            written = self.completer.complete(items, outcomes, gone=gone)
+            if written is not None:
+                self.tracing.record(span, outcome_attributes(written, len(gone)))
 
     @property
     def abandoned(self) -> int:

@@ -143,6 +143,15 @@ FROM JSON_TABLE(%(keys)s, '$[*]' COLUMNS (n FOR ORDINALITY, {key_alone})) AS v
 STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY) ON t.{id} = {key_match}
 GROUP BY 1, 2
 
+-- name: trace_rows
+-- Tracing (RECHECK_TRACING, docs/tracing.md): the trace context each row's producer stored
+-- ({trace}: the workload's trace_column, a W3C traceparent), for a take in ONE statement by
+-- primary key; rows without one are left out.
+SELECT t.{id}, {trace}
+FROM JSON_TABLE(%(keys)s, '$[*]' COLUMNS ({key_alone})) AS v
+STRAIGHT_JOIN {table} AS t FORCE INDEX (PRIMARY) ON t.{id} = {key_match}
+WHERE {trace} IS NOT NULL
+
 -- name: check_rows_text
 -- The same rows as check_rows as ONE string: a JSON object per row ({check_text}: column name ->
 -- value for the id column and the check's columns, each spelled as rowtext.py decodes it back to

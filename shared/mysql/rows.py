@@ -205,6 +205,12 @@ class Rows:
             row[0]: dict(zip(names, row, strict=True)) for row in self.db.query(self.queries.check_rows, args)
         }
 
+    def trace_contexts(self, refs: Sequence[Key]) -> dict[Any, str]:
+        """key -> the trace context its producer stored (trace_column), for the rows of these keys
+        that have one (one statement)."""
+        found = self.db.query(self.queries.trace_rows, {"keys": batch_json(refs)})
+        return {key: text.decode() if isinstance(text, bytes) else str(text) for key, text in found}
+
     def schedules(self, refs: Sequence[Key]) -> dict[int, tuple[str | None, str | None]]:
         """Place in `refs` (from 1) -> (schedule, time zone) as stored, for a scheduled workload's
         rows still there (None where the workload has no such column, or the row's is NULL)."""

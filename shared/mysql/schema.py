@@ -237,7 +237,11 @@ def inspect_table(workload: Workload, db: Database, adopt: tuple[str, ...] = ())
     plan.fatal += typed_column_problems(
         columns, "interval", workload.interval_column, NUMBER_TYPES, "it must hold seconds as a number"
     )
-    for role, name in (("schedule", workload.schedule_column), ("time_zone", workload.time_zone_column)):
+    for role, name in (
+        ("schedule", workload.schedule_column),
+        ("time_zone", workload.time_zone_column),
+        ("trace", workload.trace_column),  # a W3C traceparent (docs/tracing.md)
+    ):
         plan.fatal += typed_column_problems(
             columns, role, name, SCHEDULE_TYPES, "it must hold text (CHAR, VARCHAR)"
         )

@@ -271,6 +271,7 @@ class Queries:
         quoted["feed_owner"] = feed_owner(workload).replace("\\", "\\\\").replace("'", "''")
         quoted["check_columns"] = ", ".join(f"t.{quote(c)}" for c in workload.read_columns) or "NULL"
         quoted["check_text"] = check_text(row_text)
+        quoted["trace"] = f"t.{quote(workload.trace_column)}" if workload.trace_column else "NULL"
         for name, expression in due_expressions(workload).items():
             quoted[name] = expression.replace("{fails}", quoted["fails"]).replace(
                 "{checked}", quoted["checked"]

@@ -94,9 +94,10 @@ class Completer:
         outcomes: Sequence[Outcome],
         malformed: Sequence[bytes] = (),
         gone: Sequence[bytes] = (),
-    ) -> None:
+    ) -> Written | None:
         """Write the outcomes back (fenced), then acknowledge; malformed entries are dropped, and
-        so are those of rows deleted since their dispatch (`gone`: nothing to check or write)."""
+        so are those of rows deleted since their dispatch (`gone`: nothing to check or write).
+        What was written; None if the batch was given back instead."""
         entries = [item.entry for item in items]
         written: Written | None = NOTHING_WRITTEN
         failed = next((o.text for o in reversed(outcomes) if not o.ok), None)
@@ -107,7 +108,7 @@ class Completer:
                 written = self.write(items, outcomes)
         if written is None:  # given back already, or MySQL stayed away through the stop deadline
             self.give_back(entries, [*malformed, *gone])  # a second give-back changes nothing
-            return
+            return None
         if any(not outcome.ok for outcome in outcomes):
             self.record_errors(items, outcomes)
         if written.changes:
@@ -128,6 +129,7 @@ class Completer:
         if items:
             self.counters.batches += 1
             self.record_lateness(items, outcomes, deferred)
+        return written
 
     def write(self, items: Sequence[Item], outcomes: Sequence[Outcome]) -> Written | None:
         """The fenced write-back, through outages; None if given back meanwhile (stuck) or if MySQL
