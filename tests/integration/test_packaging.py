@@ -98,3 +98,12 @@ def test_config_and_a_full_run_work_from_the_installed_package(venv, settings, s
     result = run(venv, "run", "--workers", "1", "--duration", "4", env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert scalar(sql, "SELECT COUNT(*) FROM user_block_status WHERE check_count = 0") == 0
+
+
+def test_tracing_without_opentelemetry_installed_stops_the_worker_with_a_clear_line(venv, settings, tmp_path):
+    """The base install has no OpenTelemetry (the `otel` extra): asking for traces is a
+    configuration error at start (exit 2), not a crash nor a worker that silently traces nothing."""
+    env = {**settings.env_overrides(), "RECHECK_TRACING": "true"}
+    result = run(venv, "worker", env=env, cwd=tmp_path, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "RECHECK_TRACING: needs OpenTelemetry: pip install 'recheck[otel]'" in result.stderr

@@ -6,8 +6,8 @@ Redis, read back with the SDK's in-memory exporter:
   a failed row's span is an error; each write-back has a span with what it wrote;
 - a batch take is a `recheck.take` span holding the check's call (linked to every row's producer)
   and the write-back;
-- tracing off records nothing and imports none of OpenTelemetry's tracing; a row without a trace context, or with an
-  unreadable one, starts a trace of its own.
+- tracing off records nothing and imports none of OpenTelemetry's tracing; a row without a
+  trace context, or with an unreadable one, starts a trace of its own.
 """
 
 from __future__ import annotations
