@@ -23,11 +23,14 @@ so a worker pays one attribute test per take (and per row for per-row checks). O
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from recheck.shared.config import ConfigError, Deployment
+
+log = logging.getLogger(__name__)
 
 MAX_LINKS = 128  # links of a batch check's span to its rows' producers (the SDK's own limit)
 ERROR_TEXT = 200  # characters of a failure kept in a span's status
@@ -127,6 +130,7 @@ def provider_ready(role: str) -> bool:
     except ImportError:
         raise ConfigError("RECHECK_TRACING: needs OpenTelemetry: pip install 'recheck[otel]'") from None
     if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        log.info("tracing on: spans to the application's tracer provider")
         return True  # the application's own (opentelemetry-instrument, or set up by the check)
     try:
         from opentelemetry.sdk.resources import Resource
@@ -153,6 +157,7 @@ def provider_ready(role: str) -> bool:
     elif exporter != "none":
         raise ConfigError(f"OTEL_TRACES_EXPORTER={exporter}: recheck knows otlp, console and none")
     trace.set_tracer_provider(provider)  # flushed at exit (the SDK's own atexit hook)
+    log.info("tracing on: spans of service %s exported by %s", name, exporter)
     return True
 
 
