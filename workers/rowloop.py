@@ -79,11 +79,12 @@ class RowLoop(CheckLoop):
                 self.pool.shutdown(wait=False, cancel_futures=True)
             self.close_reader()
 
-    async def traced_check(self, arg, item: Item) -> Outcome:
-        """check_one in a `recheck.check` span, the child of the row's producer's span if its
-        trace_column holds one (the check's own spans nest in it, on the loop or in its thread)."""
+    async def traced_check(self, arg, item: Item, parent: str | None) -> Outcome:
+        """check_one in a `recheck.check` span, the child of the row's producer's span (parent: the
+        traceparent its trace_column holds; the check's own spans nest in it, on the loop or in
+        its thread)."""
         attributes = {"recheck.workload": self.workload.name, "recheck.id": span_id_of(item.id)}
-        with self.tracing.span("recheck.check", attributes, parent=self.contexts.get(item.id)) as span:
+        with self.tracing.span("recheck.check", attributes, parent=parent) as span:
             outcome = await self.check_one(arg)
             if not outcome.ok:
                 self.tracing.failed(span, outcome.text or "")
@@ -237,7 +238,9 @@ class RowLoop(CheckLoop):
         self.gone += gone
         traced = self.tracing.on
         for item, arg in zip(items, args, strict=True):
-            task = asyncio.create_task(self.traced_check(arg, item) if traced else self.check_one(arg))
+            task = asyncio.create_task(
+                self.traced_check(arg, item, self.contexts.get(item.id)) if traced else self.check_one(arg)
+            )
             task.add_done_callback(self.on_done)
             self.pending[task] = item
 

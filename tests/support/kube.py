@@ -17,6 +17,7 @@ line per problem.
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import shutil
 import subprocess
@@ -161,23 +162,15 @@ def keda_models() -> None:
     """KEDA's compiled schemas under build/keda-models (npm, once per checkout)."""
     if not shutil.which("node"):
         raise Problem("node is needed to check KEDA's ScaledObject (Debian's nodejs package)")
-    if not (NODE_PREFIX / "node_modules" / "@kubernetes-models" / "keda").is_dir():
-        NODE_PREFIX.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [
-                "npm",
-                "install",
-                "--silent",
-                "--no-audit",
-                "--no-fund",
-                "--prefix",
-                str(NODE_PREFIX),
-                KEDA_MODELS,
-            ],
-            check=True,
-            timeout=600,
-        )
-    (NODE_PREFIX / "validate.mjs").write_text(VALIDATE_MJS)
+    NODE_PREFIX.mkdir(parents=True, exist_ok=True)
+    with open(NODE_PREFIX / ".lock", "w") as lock:  # pytest -n 4 in a fresh clone: one install
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (NODE_PREFIX / "node_modules" / "@kubernetes-models" / "keda").is_dir():
+            install = ["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(NODE_PREFIX)]
+            subprocess.run([*install, KEDA_MODELS], check=True, timeout=600)
+        script = NODE_PREFIX / "validate.mjs"
+        if not script.exists() or script.read_text() != VALIDATE_MJS:
+            script.write_text(VALIDATE_MJS)
 
 
 def example_secrets(folder: Path) -> set[str]:
