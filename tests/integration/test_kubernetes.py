@@ -90,6 +90,12 @@ BREAKAGES = {
         lambda docs: worker(docs)["containers"][0]["envFrom"][1]["secretRef"].update(name="recheck-typo"),
         "Secret recheck-typo not in secret.example.yaml",
     ),
+    # The example Secrets a user copies are checked too (not applied by the kustomization).
+    "a misspelt Secret example": (
+        "base/secret.example.yaml",
+        lambda docs: docs[0].update(stringDat=docs[0].pop("stringData")),
+        "Secret/recheck: Kubernetes 1.29: (top level): Additional properties are not allowed ('stringDat'",
+    ),
     "KEDA: no target name": (
         "overlays/keda/scaledobject.yaml",
         lambda docs: docs[0]["spec"]["scaleTargetRef"].pop("name"),

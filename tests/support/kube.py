@@ -90,7 +90,11 @@ def containers(documents: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
 def lint(folder: Path) -> None:
     """Raise Problem, one line per problem, if a rendered document is invalid or breaks a rule."""
     documents = render(folder)
-    problems = [f"{name(doc)}: {problem}" for doc in documents for problem in schema_problems(doc)]
+    examples = [doc for doc in yaml.safe_load_all(example.read_text()) if doc] if (
+        example := folder / "secret.example.yaml").exists() else []  # fmt: skip
+    problems = [
+        f"{name(doc)}: {problem}" for doc in [*documents, *examples] for problem in schema_problems(doc)
+    ]
     problems += keda_problems([doc for doc in documents if doc["kind"] == "ScaledObject"])
     problems += rule_problems(documents, secrets=example_secrets(folder))
     if problems:
@@ -109,7 +113,7 @@ def schema_problems(doc: dict[str, Any]) -> list[str]:
         try:
             kubernetes_validate.validate(doc, version, strict=True)
         except kubernetes_validate.ValidationError as error:
-            where = "/".join(str(part) for part in error.path)
+            where = "/".join(str(part) for part in error.path) or "(top level)"
             problems.append(f"Kubernetes {version}: {where}: {error.message}")
         except kubernetes_validate.SchemaNotFoundError as error:
             problems.append(error.message)
