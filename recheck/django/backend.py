@@ -33,6 +33,7 @@ from recheck.django.compat import (
     normalize_json,
     task_enqueued,
 )
+from recheck.shared.process.tracing import traceparent
 
 
 class RecheckBackend(BaseTaskBackend):
@@ -51,7 +52,7 @@ class RecheckBackend(BaseTaskBackend):
         arguments = json.dumps({"args": args, "kwargs": kwargs}, separators=(",", ":"))
         enqueued = datetime.now(UTC)
         values = [task.module_path, arguments, task.priority, table.urgent(task.priority), task.queue_name,
-                  self.alias, enqueued.replace(tzinfo=None)]  # fmt: skip
+                  self.alias, enqueued.replace(tzinfo=None), traceparent()]  # fmt: skip
         run_after = table.utc_naive(self._zoned(task.run_after))
         with connections[self.database].cursor() as cursor:
             if run_after is None:

@@ -26,6 +26,7 @@ class RecheckTask(models.Model):
     check_count = models.PositiveIntegerField(default=0)
     fail_count = models.PositiveIntegerField(default=0)
     last_error = models.TextField(null=True)
+    traceparent = models.CharField(max_length=55, null=True)  # the enqueuing request's trace context
 
     class Meta:
         managed = False  # the migration's own SQL makes it (DATETIME(3), an expression default)

@@ -45,15 +45,22 @@ CREATE TABLE {TABLE} (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='Django tasks, run by recheck'
 """
 DROP_TABLE = f"DROP TABLE IF EXISTS {TABLE}"
+# The request's trace context, stored with each task by the backend's INSERT when OpenTelemetry
+# is installed and a span is current: the task's run joins the request's trace (docs/tracing.md).
+ADD_TRACEPARENT = (
+    f"ALTER TABLE {TABLE} ADD COLUMN traceparent VARCHAR(55) NULL"
+    " COMMENT 'the enqueuing request''s W3C trace context (recheck''s trace_column)'"
+)
+DROP_TRACEPARENT = f"ALTER TABLE {TABLE} DROP COLUMN traceparent"
 
 # The producer's INSERT: due at once (the column's default) or at run_after.
 INSERT = (
-    f"INSERT INTO {TABLE} (task_path, args_kwargs, priority, urgent, queue_name, backend_name, enqueued_at)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s)"
+    f"INSERT INTO {TABLE} (task_path, args_kwargs, priority, urgent, queue_name, backend_name, enqueued_at,"
+    " traceparent) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
 )
 INSERT_DEFERRED = (
     f"INSERT INTO {TABLE} (task_path, args_kwargs, priority, urgent, queue_name, backend_name, enqueued_at,"
-    " run_after, next_check_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    " traceparent, run_after, next_check_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 SELECT_ONE = (
     "SELECT task_path, args_kwargs, priority, queue_name, backend_name, enqueued_at, run_after,"
@@ -75,6 +82,7 @@ SHAPE = {
     "CHECK_KIND": "row",
     "COLUMNS": ",".join(COLUMNS),
     "PRIORITY_COLUMN": "urgent",
+    "TRACE_COLUMN": "traceparent",
 }
 # Its defaults: OPTIONS and RECHECK_* variables of the environment may change these.
 DEFAULTS = {

@@ -161,15 +161,25 @@ def provider_ready(role: str) -> bool:
     return True
 
 
+_inject: Any = None  # opentelemetry.propagate.inject once looked up; False: not installed
+
+
 def traceparent() -> str | None:
     """The current span's W3C trace context, for a producer to store in a row's trace_column
-    (`INSERT ... (…, traceparent) VALUES (…, %s)`), or None without OpenTelemetry or a span."""
-    try:
-        from opentelemetry.propagate import inject
-    except ImportError:
+    (`INSERT ... (…, traceparent) VALUES (…, %s)`), or None without OpenTelemetry or a span.
+    Cheap on every enqueue: OpenTelemetry is looked for once."""
+    global _inject
+    if _inject is None:
+        try:
+            from opentelemetry.propagate import inject
+
+            _inject = inject
+        except ImportError:
+            _inject = False
+    if _inject is False:
         return None
     carrier: dict[str, str] = {}
-    inject(carrier)
+    _inject(carrier)
     return carrier.get("traceparent")
 
 

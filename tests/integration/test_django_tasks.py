@@ -7,6 +7,7 @@ inside `transaction.atomic()`, `manage.py recheck dispatcher` / `worker` run the
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -37,7 +38,10 @@ def wheel(tmp_path_factory) -> Path:
 def django_python(request, wheel, tmp_path_factory) -> str:
     """The python of a fresh virtualenv with the wheel and this flavor's Django."""
     python, requirements = FLAVORS[request.param]
-    where = make_venv(tmp_path_factory.mktemp(request.param) / "env", python(), str(wheel), *requirements)
+    # The wheel with its `otel` extra: a request's span -> its task's (test_..._in_its_trace).
+    where = make_venv(
+        tmp_path_factory.mktemp(request.param) / "env", python(), f"{wheel}[otel]", *requirements
+    )
     return str(where / "bin" / "python")
 
 
@@ -64,10 +68,12 @@ class Site:
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
-    def start(self, *args: str) -> subprocess.Popen:
+    def start(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
         log = open(self.where / f"{args[0]}-{len(self.started)}.log", "w")  # noqa: SIM115 (the process's)
-        process = subprocess.Popen([self.python, "manage.py", "recheck", *args], cwd=self.where, env=self.env,
-                                   stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+        command, environment = [self.python, "manage.py", "recheck", *args], {**self.env, **(env or {})}
+        process = subprocess.Popen(
+            command, cwd=self.where, env=environment, stdout=log, stderr=subprocess.STDOUT
+        )
         self.started.append(process)
         return process
 
@@ -189,3 +195,30 @@ def test_a_worker_killed_mid_task_runs_it_again_and_it_succeeds_once(site, sql):
     print(f"run again {again:.1f} s after the kill")
     assert result["value"] == 2 and result["attempts"] == 1  # a killed attempt is not a failed one
     assert again < 15, again  # the reclaim bound (7 s) and a new worker's start
+
+
+def test_a_task_enqueued_inside_a_request_span_runs_in_its_trace(site, sql):
+    """The backend stores the request's traceparent with the task (OpenTelemetry installed, a
+    span current); a worker with RECHECK_TRACING runs the task in a span whose parent is the
+    request's: one trace across two processes, read from the worker's console exporter."""
+    task_id, trace_id, span_id = site.probe("enqueue_traced", ["traced"])
+    stored = scalar(sql, "SELECT traceparent FROM recheck_task WHERE id = %s", (task_id,))
+    assert stored.startswith(f"00-{trace_id}-{span_id}-"), stored  # then the trace flags (sampled)
+    untraced = site.probe("enqueue", [["add", ["untraced", 1, 2], {}]])[0]  # no span: no context
+    assert scalar(sql, "SELECT traceparent FROM recheck_task WHERE id = %s", (untraced,)) is None
+    site.start("dispatcher")
+    worker = site.start("worker", env={"RECHECK_TRACING": "true", "OTEL_TRACES_EXPORTER": "console"})
+    done = "SELECT COUNT(*) FROM recheck_task WHERE id IN (%s, %s) AND next_check_at IS NULL"
+    wait_for(lambda: scalar(sql, done, (task_id, untraced)) == 2, 30, "both tasks done", interval=0.2)
+    worker.send_signal(signal.SIGTERM)  # a graceful stop flushes the spans still buffered
+    worker.wait(timeout=30)
+    spans = [json.loads(text) for text in re.findall(r"^\{$.*?^\}$", worker_log(site), re.M | re.S)]
+    checks = {span["attributes"]["recheck.id"]: span for span in spans if span["name"] == "recheck.check"}
+    assert checks[int(task_id)]["context"]["trace_id"] == f"0x{trace_id}", checks
+    assert checks[int(task_id)]["parent_id"] == f"0x{span_id}"
+    assert checks[int(untraced)]["parent_id"] is None
+    assert checks[int(untraced)]["context"]["trace_id"] != f"0x{trace_id}"
+
+
+def worker_log(site: Site) -> str:
+    return "".join(path.read_text() for path in sorted(site.where.glob("worker-*.log")))

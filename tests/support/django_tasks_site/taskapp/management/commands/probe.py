@@ -47,6 +47,19 @@ class Command(BaseCommand):
                 ids.append(chosen.enqueue(*args).id)
         return ids
 
+    def enqueue_traced(self, args):
+        """The `add` task enqueued inside a request's span (an SDK tracer provider of this
+        command's own): [its id, the span's trace id and span id, in hex]."""
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+
+        trace.set_tracer_provider(TracerProvider())
+        tracer = trace.get_tracer("taskapp")
+        with tracer.start_as_current_span("POST /orders") as span, transaction.atomic():
+            task_id = tasks.add.enqueue(args[0], 1, 2).id
+        context = span.get_span_context()
+        return [task_id, f"{context.trace_id:032x}", f"{context.span_id:016x}"]
+
     def produce(self, how):
         """{"backend", "seconds", "rate"}: no-op tasks on that TASKS alias, one per transaction, for
         `seconds` (at `rate` tasks/s, or as fast as it can with 0): how many."""
