@@ -1,6 +1,6 @@
 """The tasks table as Django sees it: read-only (the admin, your own queries). Its schema is
-table.CREATE_TABLE, made by this app's migration; the backend writes it with its own INSERT and
-recheck's workers with their write-backs, never through this model."""
+table.CREATE_TABLE and table.ADD_TRACEPARENT, made by this app's migrations; the backend writes
+it with its own INSERT and recheck's workers with their write-backs, never through this model."""
 
 from __future__ import annotations
 
