@@ -17,7 +17,7 @@ import logging
 import time
 
 from recheck.shared.core.entries import Item
-from recheck.shared.process.tracing import outcome_attributes, rows_attributes
+from recheck.shared.process.tracing import rows_attributes
 from recheck.workers.batchsize import TakeSizer, slices
 from recheck.workers.checks import CheckShapeError, Outcome, batch_outcomes, describe_error
 from recheck.workers.intake import split
@@ -90,15 +90,8 @@ class BatchLoop(CheckLoop):
         self.check_seconds = time.monotonic() - started
         if outcomes is None:  # stop deadline passed while the check ran: nothing was done
             self.completer.give_back([item.entry for item in items], [*malformed, *gone])
-        elif not self.tracing.on:
-            self.completer.complete(items, outcomes, malformed, gone)
         else:
-            with self.tracing.span(
-                "recheck.write_back", rows_attributes(self.workload.name, len(items))
-            ) as span:
-                written = self.completer.complete(items, outcomes, malformed, gone)
-                if written is not None:
-                    self.tracing.record(span, outcome_attributes(written, len(gone)))
+            self.complete(items, outcomes, malformed, gone)
         self.in_hand = []
 
     def run_check(self, items: list[Item], args: list) -> list[Outcome] | None:

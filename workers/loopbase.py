@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import MappingProxyType
 
 from recheck.shared.config import Workload
@@ -13,7 +13,8 @@ from recheck.shared.mysql.db import last_success as mysql_seen
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.process.loop import Lifeline
 from recheck.shared.process.metrics import WorkloadWorkerMetrics
-from recheck.shared.process.tracing import tracing_for
+from recheck.shared.process.tracing import outcome_attributes, rows_attributes, tracing_for
+from recheck.workers.checks import Outcome
 from recheck.workers.intake import Intake
 from recheck.workers.writing.completer import Completer
 
@@ -44,8 +45,10 @@ class CheckLoop:
         # Tracing (docs/tracing.md): off, a no-op; with a trace_column, each take also reads the
         # trace contexts its rows' producers stored (one statement, on a connection of its own).
         self.tracing = tracing_for(workload.deployment)
-        self.traces = (
-            Rows(workload, Database(workload)) if self.tracing.on and workload.trace_column else None
+        self.traces = (  # on the check's own connection if it has one (`columns`): one statement at a time
+            Rows(workload, self.reader.db if self.reader else Database(workload))
+            if self.tracing.on and workload.trace_column
+            else None
         )
         self.contexts: dict = {}  # the take's rows' trace contexts: id -> traceparent
 
@@ -91,10 +94,27 @@ class CheckLoop:
     def close(self) -> None:
         self.close_reader()
 
+    def complete(
+        self,
+        items: list[Item],
+        outcomes: list[Outcome],
+        malformed: Sequence[bytes] = (),
+        gone: Sequence[bytes] = (),
+    ) -> None:
+        """The completer's write-back and acknowledgement, in a `recheck.write_back` span with what
+        it wrote when tracing is on."""
+        if not self.tracing.on:
+            self.completer.complete(items, outcomes, malformed, gone)
+            return
+        with self.tracing.span("recheck.write_back", rows_attributes(self.workload.name, len(items))) as span:
+            written = self.completer.complete(items, outcomes, malformed, gone)
+            if written is not None:
+                self.tracing.record(span, outcome_attributes(written, len(gone)))
+
     def close_reader(self) -> None:
         for rows in (self.reader, self.traces):
             if rows is not None:
-                rows.db.close()
+                rows.db.close()  # closing a shared connection twice is harmless
 
     def ready_to_write(self) -> None:
         """While MySQL is failing, take no more work until it takes writes again.

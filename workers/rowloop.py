@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from recheck.shared.core.entries import Item, entry_key
 from recheck.shared.policies.ordering import ordering_of
-from recheck.shared.process.tracing import outcome_attributes, rows_attributes, span_id_of
+from recheck.shared.process.tracing import span_id_of
 from recheck.workers.checks import Outcome, describe_error, outcome_of
 from recheck.workers.intake import split
 from recheck.workers.loopbase import HUNG_CHECKS_LIMIT, IDLE_PROBE_EVERY, CheckLoop
@@ -292,14 +292,7 @@ class RowLoop(CheckLoop):
 
     def flush(self, batch: list[tuple[Item, Outcome]], gone: Sequence[bytes] = ()) -> None:
         """Write back and acknowledge finished rows (runs in a thread, one batch at a time)."""
-        items, outcomes = [item for item, _ in batch], [outcome for _, outcome in batch]
-        if not self.tracing.on:
-            self.completer.complete(items, outcomes, gone=gone)
-            return
-        with self.tracing.span("recheck.write_back", rows_attributes(self.workload.name, len(items))) as span:
-            written = self.completer.complete(items, outcomes, gone=gone)
-            if written is not None:
-                self.tracing.record(span, outcome_attributes(written, len(gone)))
+        self.complete([item for item, _ in batch], [outcome for _, outcome in batch], gone=gone)
 
     @property
     def abandoned(self) -> int:

@@ -10,7 +10,7 @@ so a worker pays one attribute test per take (and per row for per-row checks). O
   what the write-back did (written, failed, stale, deferred, gone); a failed check's span has an
   error status with the failure's first line.
 - A row's trace context: a workload's `trace_column` holds the W3C `traceparent` of the request
-  that inserted the row (`recheck.tracing.traceparent()` gives it to the producer). A per-row
+  that inserted the row (`recheck.traceparent()` gives it to the producer). A per-row
   check's span is then that request's child, so the job's spans join the request's trace; a
   batch check's span links to the contexts of its rows (at most MAX_LINKS).
 - The tracer provider: the application's, if one is set before the worker starts (by
@@ -117,21 +117,22 @@ def tracing_for(deployment: Deployment, role: str = "worker") -> Tracing:
     global _tracing
     if not deployment.tracing:
         return OFF
-    if _tracing is None and provider_ready(role):
+    if _tracing is None:
+        set_up_provider(role)
         _tracing = OpenTelemetryTracing()
-    return _tracing or OFF
+    return _tracing
 
 
-def provider_ready(role: str) -> bool:
-    """Set up the SDK's tracer provider unless the application has set one; True once there is one.
-    ConfigError if OpenTelemetry is not installed."""
+def set_up_provider(role: str) -> None:
+    """The SDK's tracer provider, unless the application has set one. ConfigError if
+    OpenTelemetry is not installed."""
     try:
         from opentelemetry import trace
     except ImportError:
         raise ConfigError("RECHECK_TRACING: needs OpenTelemetry: pip install 'recheck[otel]'") from None
     if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         log.info("tracing on: spans to the application's tracer provider")
-        return True  # the application's own (opentelemetry-instrument, or set up by the check)
+        return  # the application's own (opentelemetry-instrument, or set up by the check)
     try:
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
@@ -158,7 +159,6 @@ def provider_ready(role: str) -> bool:
         raise ConfigError(f"OTEL_TRACES_EXPORTER={exporter}: recheck knows otlp, console and none")
     trace.set_tracer_provider(provider)  # flushed at exit (the SDK's own atexit hook)
     log.info("tracing on: spans of service %s exported by %s", name, exporter)
-    return True
 
 
 _inject: Any = None  # opentelemetry.propagate.inject once looked up; False: not installed

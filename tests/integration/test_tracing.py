@@ -109,10 +109,13 @@ def test_a_per_row_check_joins_its_producers_trace(make_worker, traced, sql, exp
     assert sum(span.attributes["recheck.failed"] for span in writes) == 1
 
 
-def test_a_batch_take_is_one_span_with_its_checks_and_write_back(make_worker, traced, sql, exporter):
+@pytest.mark.parametrize("columns", [(), ("status",)], ids=["ids", "rows"])
+def test_a_batch_take_is_one_span_with_its_checks_and_write_back(make_worker, traced, sql, exporter, columns):
+    """With `columns` the trace contexts are read on the check's own connection, before its rows."""
     request = produce(sql, traced.table, range(1, 11))
     dispatch_all(traced)
-    worker = make_worker(traced.evolve(worker_batch=25, worker_take_max=50), lambda ids: ["ok"] * len(ids))
+    settings = traced.evolve(worker_batch=25, worker_take_max=50, columns=columns)
+    worker = make_worker(settings, lambda given: ["ok"] * len(given))
     lane = worker.lane(traced.name)
     assert lane.kind == "batch"
     while scalar(sql, f"SELECT COUNT(*) FROM {traced.table} WHERE check_count = 1") < 40:
