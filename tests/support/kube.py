@@ -89,14 +89,12 @@ def containers(documents: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
 
 def lint(folder: Path) -> None:
     """Raise Problem, one line per problem, if a rendered document is invalid or breaks a rule."""
-    documents = render(folder)
-    examples = [doc for doc in yaml.safe_load_all(example.read_text()) if doc] if (
-        example := folder / "secret.example.yaml").exists() else []  # fmt: skip
+    documents, examples = render(folder), example_secrets(folder)
     problems = [
         f"{name(doc)}: {problem}" for doc in [*documents, *examples] for problem in schema_problems(doc)
     ]
     problems += keda_problems([doc for doc in documents if doc["kind"] == "ScaledObject"])
-    problems += rule_problems(documents, secrets=example_secrets(folder))
+    problems += rule_problems(documents, secrets={doc["metadata"]["name"] for doc in examples})
     if problems:
         raise Problem("\n".join(f"{folder}: {problem}" for problem in problems))
 
@@ -177,15 +175,16 @@ def keda_models() -> None:
             script.write_text(VALIDATE_MJS)
 
 
-def example_secrets(folder: Path) -> set[str]:
-    """The Secrets a user creates (documented in the base's secret.example.yaml, not applied)."""
+def example_secrets(folder: Path) -> list[dict[str, Any]]:
+    """The Secrets a user creates, as the base's secret.example.yaml shows them (not applied by
+    the kustomization: validated with it, and what its references must name)."""
     for candidate in (folder, *folder.parents):
-        example = candidate / "base" / "secret.example.yaml"
-        if candidate.name == "base":
-            example = candidate / "secret.example.yaml"
+        example = candidate / (
+            "secret.example.yaml" if candidate.name == "base" else "base/secret.example.yaml"
+        )
         if example.exists():
-            return {doc["metadata"]["name"] for doc in yaml.safe_load_all(example.read_text()) if doc}
-    return set()
+            return [doc for doc in yaml.safe_load_all(example.read_text()) if doc]
+    return []
 
 
 def shutdown_timeout(documents: list[dict[str, Any]]) -> float:
