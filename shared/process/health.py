@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from recheck.shared.redis.connection import REDIS_DOWN
+
 
 @dataclass(frozen=True)
 class HealthRecord:
@@ -106,7 +108,10 @@ def check_health(path: Path, client: Any) -> tuple[bool, str]:
     who = f"{record.role} {record.process_id} (pid {record.pid})"
     if not pid_exists(record.pid):
         return False, f"{who} is gone"
-    ttl_ms = min(client.pttl(key) for key in record.heartbeat_keys)  # every workload's lane beats
+    try:
+        ttl_ms = min(client.pttl(key) for key in record.heartbeat_keys)  # every workload's lane beats
+    except REDIS_DOWN as error:
+        return False, f"{who}: cannot ask Redis for its heartbeat ({type(error).__name__}: {error})"
     if ttl_ms < 0:
         return False, f"{who} has not heartbeaten in time: stuck, paused or cut off from Redis"
     return True, f"{who} is alive, heartbeat fresh ({ttl_ms / 1000:.1f} s left)"

@@ -32,7 +32,7 @@ REDIS_DOWN = (
     redis.exceptions.AskError,  # MovedError too
 )
 
-# Long enough for a blocking BLMOVE (at most 1 s) plus a slow Lua script; a hung server
+# Long enough for a blocking wait (BLPOP, at most 1 s) plus a slow Lua script; a hung server
 # still surfaces as TimeoutError instead of a stuck process.
 SOCKET_TIMEOUT = 15.0
 
@@ -67,10 +67,10 @@ class ClusterClient(redis.cluster.RedisCluster):
         return result
 
 
-def _options() -> dict[str, Any]:
+def _options(timeout: float) -> dict[str, Any]:
     return {
-        "socket_timeout": SOCKET_TIMEOUT,
-        "socket_connect_timeout": 5.0,
+        "socket_timeout": timeout,
+        "socket_connect_timeout": min(timeout, 5.0),
         "socket_keepalive": True,
         "health_check_interval": 30,
         "decode_responses": False,
@@ -101,12 +101,15 @@ def is_cluster(client: redis.Redis) -> bool:
         return False
 
 
-def connect_redis(deployment: Deployment, outage: Outage | None = None) -> RedisClient:
+def connect_redis(
+    deployment: Deployment, outage: Outage | None = None, timeout: float = SOCKET_TIMEOUT
+) -> RedisClient:
     """A client for RECHECK_REDIS_URL: plain, or the cluster client if the server is a cluster
     node. outage: a process starting while Redis is away waits until the server can say which,
     reporting it like any outage (one line when it goes, one when it is back); without one
-    (commands), a plain client whose first command reports the outage."""
-    plain = Client.from_url(deployment.redis_url, **_options())
+    (commands), a plain client whose first command reports the outage. timeout: seconds a
+    connect or a reply may take (shorter for a probe that must answer within its own bound)."""
+    plain = Client.from_url(deployment.redis_url, **_options(timeout))
     while True:
         try:
             cluster = is_cluster(plain)
@@ -120,4 +123,4 @@ def connect_redis(deployment: Deployment, outage: Outage | None = None) -> Redis
     if not cluster:
         return plain
     plain.close()
-    return ClusterClient.from_url(deployment.redis_url, **_options())
+    return ClusterClient.from_url(deployment.redis_url, **_options(timeout))

@@ -128,9 +128,29 @@ def logs(podman: Podman, container: str, *options: str) -> str:
 
 
 def healthy(podman: Podman, container: str) -> bool:
-    """Its liveness probe, run now (Podman runs health checks on a systemd timer; none here)."""
+    """Its liveness probe, run now (Podman runs health checks on a systemd timer; none here).
+    One stuck run (seen once in CI: 60 s, on a loaded runner) counts as a failed attempt, so the
+    caller's wait tries again instead of spending its whole budget on it."""
     run = ["podman", "healthcheck", "run", container]
-    return subprocess.run(run, env=podman.env, capture_output=True, timeout=60).returncode == 0
+    try:
+        return subprocess.run(run, env=podman.env, capture_output=True, timeout=20).returncode == 0
+    except subprocess.TimeoutExpired:
+        print(f"[kube test] podman healthcheck run {container}: no answer within 20 s")
+        return False
+
+
+def diagnose(podman: Podman, names: list[str]) -> None:
+    """What the pods were doing when a wait ran out: their states, and the probe's own words."""
+    listed = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}} {{.Status}}"], env=podman.env,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    print(listed.stdout, listed.stderr)
+    for name in names:
+        try:
+            probe = subprocess.run(["podman", "exec", name, "recheck", "health"], env=podman.env,
+                                   capture_output=True, text=True, timeout=20)  # fmt: skip
+            print(f"[kube test] {name}: recheck health exit {probe.returncode}: {probe.stdout}{probe.stderr}")
+        except subprocess.TimeoutExpired:
+            print(f"[kube test] {name}: recheck health did not end within 20 s")
 
 
 def dispatcher_logs(podman: Podman) -> str:
@@ -139,6 +159,7 @@ def dispatcher_logs(podman: Podman) -> str:
 
 def test_the_kubernetes_base_played_on_podman(podman, tmp_path):
     init_yaml, rest_yaml = tmp_path / "init-db.yaml", tmp_path / "recheck.yaml"
+    names = [f"recheck-{role}-pod-{i}-{role}" for role in ("dispatcher", "worker") for i in (0, 1)]
     remove_everything(podman, [])
     volumes = podman.volumes()
     root_password, app_password, redis_password = (secrets.token_hex(12) for _ in range(3))
@@ -218,10 +239,9 @@ def test_the_kubernetes_base_played_on_podman(podman, tmp_path):
             "the Deployments played (2 dispatchers, 2 workers), healthy; 2,000 rows all checked", "kube test"
         ):
             podman("kube", "play", "--network", NETWORK, str(rest_yaml))
-            names = [f"recheck-{role}-pod-{i}-{role}" for role in ("dispatcher", "worker") for i in (0, 1)]
 
             every = "every pod's liveness probe (recheck health) to pass"
-            wait_for(lambda: all(healthy(podman, name) for name in names), 60, every, interval=1)
+            wait_for(lambda: all(healthy(podman, name) for name in names), 120, every, interval=1)
             admin = values["recheck-admin"]["RECHECK_MYSQL_URL"]
             podman("run", "--rm", "--network", NETWORK, "-e", f"RECHECK_MYSQL_URL={admin}", IMAGE, "seed",
                    "--rows", str(ROWS))  # fmt: skip
@@ -258,7 +278,8 @@ def test_the_kubernetes_base_played_on_podman(podman, tmp_path):
             assert exited(podman, other) == 0
             assert re.search(r"stopped: \d+ checked, .* returned", logs(podman, other))
     except BaseException:
-        for name in ("recheck-dispatcher-pod-0-dispatcher", "recheck-worker-pod-0-worker"):
+        diagnose(podman, names)
+        for name in names:
             print(logs(podman, name, "--tail", "40")[-6000:])
         raise
     finally:
