@@ -41,7 +41,16 @@ class BatchLoop(CheckLoop):
 
     def poll(self) -> float:
         self.ready_to_write()
-        # Waiting for work happens outside the turn: the other workloads go on meanwhile.
+        waiting, self.completer.waiting_after_ack = self.completer.waiting_after_ack, None
+        # Waiting for work happens outside the turn: the other workloads go on meanwhile. When the
+        # last batch's ack saw nothing waiting, the wait comes first: at moderate rates the take
+        # after each batch found nothing, a round trip (and a wake-up) per batch for no entry.
+        if waiting == 0 and not self.intake.limited:
+            if self.intake.wait_for_work():
+                self.take_turn()
+            else:
+                self.keep_in_touch()
+            return 0.0
         if not self.take_turn():
             held_back = self.intake.limit_wait()
             if held_back and self.intake.held_by_group():

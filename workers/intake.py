@@ -127,8 +127,8 @@ class Intake:
         return f"group {self.limiting_group}" if why == "group" else why
 
     def wait_for_work(self, timeout: float = IDLE_WAIT) -> bool:
-        """Block until the queue has an entry (delivered to our landing list; a grouped workload's
-        workers wait for a wake token instead); False on timeout."""
+        """Block until a wake token says entries wait (one idle worker per token: a page wakes one
+        worker, which wakes the next if its take leaves entries); False on timeout."""
         return self.store.wait_for_work(self.worker_id, timeout)
 
     def held_count(self) -> int:

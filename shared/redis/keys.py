@@ -130,7 +130,7 @@ class Keys:
         # STRING "fraction of its share left:group": the group whose turn a take's end cut short
         # goes on with the rest of its share at the next take (pop.lua)
         self.groups_cut = f"{tag}:groups:cut"
-        self.wake = f"{tag}:wake"  # LIST of tokens idle workers of a grouped workload block on
+        self.wake = f"{tag}:wake"  # LIST of tokens idle workers block on (one wakes per token)
 
     def group_keys(self) -> list[str]:
         """The group keys in the order the scripts name them (_lib.lua group_keys)."""
@@ -164,7 +164,8 @@ class Keys:
         return f"{self._tag}:processing:{worker_id}"
 
     def landing(self, worker_id: str) -> str:
-        """LIST a blocked worker's BLMOVE delivers into; part of what the worker holds."""
+        """LIST a blocked worker's BLMOVE delivered into before the wake tokens (2026-11-28); still
+        part of what a worker holds, read while an upgrade may leave entries there."""
         return f"{self._tag}:landing:{worker_id}"
 
     def write_slot(self, number: int) -> str:

@@ -124,6 +124,9 @@ class Acked(NamedTuple):
     opened: list[str]
     closed: list[str]
     kept_open: list[str]
+    # Entries a take could get right after this ack (queue, priority queue, suspects); None when
+    # the ack cannot tell: a grouped workload (its groups' lists), or partitions it did not touch.
+    waiting: int | None = None
 
 
 class Overview(NamedTuple):
@@ -422,16 +425,16 @@ class Store:
         return Taken(False, taken, limited=soonest(waits) if not taken else 0.0)
 
     def wait_for_work(self, worker: str, timeout: float) -> bool:
-        """Block until a queue has an entry (moved into the landing list); False on timeout. With
-        several partitions, on each queue in turn for a share of `timeout` (a blocking move names
-        one queue, and a cluster's partitions live on different servers)."""
+        """Block until a wake token says work is waiting (the scripts push one when they queue
+        entries for an idle worker: _lib.lua group_wake); False on timeout. With several
+        partitions, on each partition's token list in turn for a share of `timeout` (a cluster's
+        partitions live on different servers). A token only wakes: the take that follows moves
+        the entries, so a worker that dies between the two holds nothing."""
         share = max(timeout / self.count, 0.01)
-        if self.groups is not None:  # one partition; its entries wait in group lists: a token wakes us
-            return self.client.blpop([self.keys.wake], share) is not None
         waited = 0.0
         for index in itertools.cycle(rotation(self._start(), self.count)):
             k = self.partitions[index]
-            if self.client.blmove(k.queue, k.landing(worker), share, "LEFT", "RIGHT") is not None:
+            if self.client.blpop([k.wake], share) is not None:
                 with self._lock:
                     self._delivered = index
                 return True
@@ -480,18 +483,18 @@ class Store:
         touched = sorted(set(done_by) | set(deferred_by) | set(back_by)) or [0]
         breaker = self.groups.breaker_arg() if self.groups is not None else ""
         failing = set(failed) if breaker else set()
-        acked = Acked(0, [], [], [])
+        acked = Acked(0, [], [], [], 0 if self.groups is None and len(touched) == self.count else None)
         for position, index in enumerate(touched):
             k, finished = self.partitions[index], done_by.get(index, [])
             if failing:  # the failed ones first, as ack.lua takes them
                 finished = [e for e in finished if e in failing] + [e for e in finished if e not in failing]
             held_up, untouched = deferred_by.get(index, []), back_by.get(index, [])
             added = counts if position == 0 else Counts()
-            held, opened, closed, kept = self._run(
+            held, opened, closed, kept, waiting = self._run(
                 "ack",
                 [k.processing(worker), k.inflight, k.queue, k.stats, k.reclaims, k.sweep_guard,
                  k.dispatch_guard, k.completed, k.again, k.asked, k.dropped, k.priority_queue,
-                 *k.group_keys(), k.asked_guard],
+                 *k.group_keys(), k.asked_guard, k.suspects],
                 [int(whole), len(finished), len(held_up), *added, self._now(),
                  sum(e in failing for e in finished), breaker, *finished, *held_up, *untouched],
             )  # fmt: skip
@@ -500,6 +503,7 @@ class Store:
                 acked.opened + [group_name(name) for name in opened],
                 acked.closed + [group_name(name) for name in closed],
                 acked.kept_open + [group_name(name) for name in kept],
+                None if acked.waiting is None else acked.waiting + int(waiting),
             )
         return acked
 

@@ -87,6 +87,9 @@ class Completer:
         self._writing: tuple[float, list[bytes]] | None = None  # (since, entries) of the write under way
         self._given_back = False
         self._held_back = False  # a stuck write-back was kept: nobody else could write it either
+        # What the last acknowledgement saw waiting for a take (None: it could not tell, or no ack
+        # since the loop last asked): 0 lets a batch loop wait for work without an empty take.
+        self.waiting_after_ack: int | None = None
 
     def complete(
         self,
@@ -237,6 +240,7 @@ class Completer:
         )
         if isinstance(acked, Acked):
             self.log_breakers(acked)
+            self.waiting_after_ack = acked.waiting
         c = self.counters
         c.checked += written.succeeded
         c.failed += written.failed

@@ -91,9 +91,7 @@ local function give_back(held, first_back)
       redis.call('LPUSH', back_to, back[i])
     end
   end
-  if #to_groups > 0 then
-    group_push_head(G, to_groups, names)
-    group_wake(G)
-  end
+  if #to_groups > 0 then group_push_head(G, to_groups, names) end
+  if #back > 0 then group_wake(G) end
   return #back
 end

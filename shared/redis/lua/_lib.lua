@@ -56,7 +56,8 @@ end
 --   running  HASH  group -> checks running (only with group_max_in_flight)
 --   of       HASH  entry -> group of each entry a take gave a worker (~group: its room given back)
 --   waiting  STRING entries waiting in all the group lists (the dispatcher's backpressure)
---   wake     LIST  "~" tokens: idle workers of a grouped workload block on it, not the queue
+--   wake     LIST  "~" tokens: idle workers block on it (every workload, grouped or not), not on
+--            the queue: a page wakes one worker, not all of them (group_wake)
 --   urgent   SET   groups whose priority list holds entries; urgent_waiting STRING: how many
 --   open     HASH  group -> "next probe ms:open ms:probe entry" of a group its breaker opened
 --   failing  HASH  group -> its checks that failed in a row (_group_breaker.lua)
@@ -107,7 +108,8 @@ local function urgent_list(g, name) return g.prefix .. '!' .. name end
 local HASHTABLE = {'~', string.rep('~', 80)}
 
 -- One idle worker is woken (at most one token waits: a woken worker that finds more work wakes
--- the next itself, pop.lua).
+-- the next itself, pop.lua). Any workload: a blocking move on the queue woke every idle worker
+-- for each page (each then took a sliver of it, every take a full cycle of round trips).
 local function group_wake(g)
   if redis.call('LLEN', g.wake) == 0 then redis.call('RPUSH', g.wake, '~') end
 end

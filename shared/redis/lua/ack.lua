@@ -18,6 +18,7 @@
 -- KEYS[13..] the group keys (GROUP_KEYS of them, _lib.lua group_keys): a grouped workload's entries give their
 --          group's room back (group_max_in_flight); untouched ones go back to the head of their
 --          group's list (they had their group's turn and token), not to the queue
+-- KEYS[14 + GROUP_KEYS] suspects  LIST  reclaimed groups (pop.lua): counted in the reply's "waiting"
 -- ARGV[1]  1 if these entries are everything the worker holds (a batch worker's ack), else 0
 -- ARGV[2]  number of finished entries F (written back, fenced out, malformed, or gone: the row was
 --          deleted since its dispatch)
@@ -30,7 +31,9 @@
 -- ARGV[13 .. 12+F] finished entries; ARGV[13+F .. 12+F+D] deferred entries; the rest: untouched
 --          entries, to check again first
 -- Returns  {how many finished entries this worker still held, {groups its breaker opened},
---          {groups closed again}, {groups kept open by a failed probe}} (_group_breaker.lua)
+--          {groups closed again}, {groups kept open by a failed probe}} (_group_breaker.lua),
+--          entries waiting in the queue, the priority queue and the suspects after this ack (a
+--          batch worker that sees none waits for work at once, without an empty take first)}
 -- Fencing: an entry counts only while it is still in this worker's set (a reclaimer may have
 -- taken it), and the id leaves the in-flight set only if it is still in flight for that same
 -- due time, so a paused worker that wakes up late cannot release someone else's work.
@@ -39,7 +42,7 @@
 local K = {processing = KEYS[1], inflight = KEYS[2], queue = KEYS[3], stats = KEYS[4],
            reclaims = KEYS[5], sweep_guard = KEYS[6], dispatch_guard = KEYS[7], completed = KEYS[8],
            again = KEYS[9], asked = KEYS[10], dropped = KEYS[11], priority = KEYS[12],
-           asked_guard = KEYS[13 + GROUP_KEYS]}
+           asked_guard = KEYS[13 + GROUP_KEYS], suspects = KEYS[14 + GROUP_KEYS]}
 local G = group_keys(13)
 local FIRST = 13
 
@@ -103,4 +106,5 @@ for i, name in ipairs(counters) do
   if n > 0 then redis.call('HINCRBY', K.stats, name, n) end
 end
 if returned > 0 then redis.call('HINCRBY', K.stats, 'returned', returned) end
-return {finished, opened, closed, kept}
+local waiting = redis.call('LLEN', K.queue) + redis.call('LLEN', K.priority) + redis.call('LLEN', K.suspects)
+return {finished, opened, closed, kept, waiting}

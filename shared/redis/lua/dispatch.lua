@@ -19,8 +19,7 @@
 --          deposed leader that wakes up late cannot push (dedup would also hold; a second line)
 -- ARGV[2]  "tail" (a page of due rows), "head" (rows the application asked for now: before
 --          whatever waits) or "priority" (a page of the priority pass: to the tail of KEYS[9],
---          or of KEYS[1] while both are empty: then nothing waits before them, and idle workers,
---          blocked on KEYS[1] (a blocking move names one list), wake up for them); a head push
+--          or of KEYS[1] while both are empty: then nothing waits before them); a head push
 --          goes to the head of KEYS[9] while that holds entries (it is taken first)
 -- ARGV[3]  now in microseconds, set by a test's clock; '' (always, in production): the Redis
 --          clock, read with TIME (the completions' windows: the clock ack.lua records them by)
@@ -28,7 +27,8 @@
 --          "id:due_ms:hexgroup" and go, as "id:due_ms", to their group's list (tail, or head for
 --          "head"), or its priority list for "priority" (_group_push.lua), the group joining the
 --          ring if its lists were empty; idle workers are woken through the wake list (one token
---          per entry pushed, at most one per worker)
+--          per entry pushed, at most one per worker; for any other workload, one token: the
+--          worker it wakes wakes the next if its take leaves entries, pop.lua)
 -- Returns  {pushed, queue_length_after (of KEYS[9] for "priority"; for a grouped workload what
 --          waits in its groups' priority lists for "priority", else in their other lists and the
 --          queue), lost (1 if the epoch key
@@ -137,6 +137,8 @@ if pushed > 0 then redis.call('HINCRBY', K.stats, 'dispatched', pushed) end
 if grouped > 0 then
   local tokens = math.min(grouped, math.max(redis.call('SCARD', K.workers), 1)) - redis.call('LLEN', G.wake)
   for _ = 1, tokens do redis.call('RPUSH', G.wake, '~') end
+elseif pushed > 0 then
+  group_wake(G)  -- one idle worker; it wakes the next if its take leaves entries (pop.lua)
 end
 if redis.call('EXISTS', G.waiting) == 1 then  -- a grouped workload: what waits in its groups
   local urgent = tonumber(redis.call('GET', G.urgent_waiting) or 0)

@@ -13,7 +13,8 @@
 --          time older than the caller's cutoff, found by HSCAN)
 -- ARGV[2 .. 1+2N]  the candidates; ARGV[2+2N ..] the worker ids the caller read from KEYS[6]
 -- Returns  the released ids, or -1 if the set of workers changed meanwhile (call again).
--- Only a lost write or a worker dying between BLMOVE and its next pop can leave such ids;
+-- Only a lost write (or a worker of an earlier version dying between its blocking BLMOVE and its
+-- next pop: the landing lists) can leave such ids;
 -- without this they would block their rows from dispatch forever.
 -- #include _group_release
 

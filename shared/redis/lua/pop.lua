@@ -3,7 +3,8 @@
 -- KEYS[2]  suspects    LIST  groups of reclaimed entries ("e1 e2 ..."), see reclaim.lua; a group
 --                            is taken alone, as one batch, before anything from the queue
 -- KEYS[3]  processing  SET   entries this worker holds
--- KEYS[4]  landing     LIST  where this worker's blocking BLMOVE delivered (held, too)
+-- KEYS[4]  landing     LIST  where a blocking BLMOVE delivered (held, too): workers before the wake
+--                            tokens blocked that way; taken first while an upgrade may leave some
 -- KEYS[5]  rate        STRING  the rate limit's "theoretical arrival time" (GCRA), microseconds
 --                            on the Redis clock: tokens are the time it runs ahead of now
 -- KEYS[6]  running     HASH  worker -> checks it may be running (max_in_flight's count)
@@ -15,7 +16,8 @@
 -- KEYS[12] priority    LIST  the priority rows' entries (dispatch.lua), taken before KEYS[1]'s
 -- KEYS[13] turns       STRING  the rest's share of takes not handed out yet (a fraction of one)
 -- KEYS[14..] the group keys (GROUP_KEYS of them, _lib.lua group_keys): a grouped workload's entries wait in its
---          groups' lists, taken in turn (_take_groups.lua)
+--          groups' lists, taken in turn (_take_groups.lua); for any workload, a take that leaves
+--          entries waiting wakes one more idle worker (their wake list)
 -- KEYS[14 + GROUP_KEYS] group rates HASH  group -> its rate limit's arrival time (us on the Redis clock, as
 --          KEYS[5]), read and written once per round of visits
 -- ARGV[1]  how many entries at most (0: only move what landed, e.g. at shutdown)
@@ -91,4 +93,8 @@ if suspect == 0 and most_taken > #taken
 end
 if #taken > 0 then chunked('SADD', K.processing, taken) end
 spend(taken, now, arrival, ahead)
+if not A.grouped and wait == 0 and #taken > 0
+    and redis.call('LLEN', K.queue) + redis.call('LLEN', K.priority) + redis.call('LLEN', K.suspects) > 0 then
+  group_wake(G)  -- more than this take: one more idle worker (each woken worker wakes the next)
+end
 return {suspect, taken, redis.call('LLEN', K.suspects), wait, held_back and '=' .. held_back or ''}

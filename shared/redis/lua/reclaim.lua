@@ -1,7 +1,8 @@
 -- reclaim.lua: give back what a dead worker held (its heartbeat key has expired).
 -- KEYS[1]  heartbeat   STRING  the worker's heartbeat; if it still exists the worker is alive
 -- KEYS[2]  processing  SET     entries it held
--- KEYS[3]  landing     LIST    entries its BLMOVE delivered
+-- KEYS[3]  landing     LIST    entries a blocking BLMOVE delivered (workers before 2026-11-28's
+--                              wake tokens; read while an upgrade may leave some)
 -- KEYS[4]  suspects    LIST    groups of reclaimed entries ("e1 e2 ..."), each taken as one batch
 -- KEYS[5]  reclaims    HASH    id -> deaths + ARGV[4] * deaths alone (cleared when the id completes)
 -- KEYS[6]  workers     SET     registered workers (the dead one is removed)
@@ -62,6 +63,7 @@ for g = 1, groups do
   redis.call('RPUSH', KEYS[4], table.concat(group, ' '))
 end
 group_release(group_keys(10), parked)
+if groups > 0 then group_wake(group_keys(10)) end  -- an idle worker takes the first group now
 redis.call('DEL', KEYS[2], KEYS[3])
 redis.call('SREM', KEYS[6], ARGV[1])
 redis.call('HDEL', KEYS[9], ARGV[1])
