@@ -120,7 +120,7 @@ class Dashboard:
             self.lookups.release()
         if story is None:
             return HTTPStatus.NOT_FOUND, {"error": f"no row with id {key_text!r} in {monitor.title}"}
-        return HTTPStatus.OK, story
+        return HTTPStatus.OK, story.as_json()
 
     def names_us(self, host_header: str | None) -> bool:
         """Whether a request's Host header names this server (the port is not compared: a

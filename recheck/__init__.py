@@ -8,7 +8,7 @@ recheck.dispatcher, recheck.commands) may change between releases:
 - ``per_row`` and ``batch``: decorators that say how a plain function is called (one row at a
   time in a thread pool, or a list of rows at a time);
 - ``Client``: the application's side: ``now``, ``pause``, ``resume``, ``state`` and ``changes``
-  (the change feed), with ``Acted`` and ``Change``, what they return;
+  (the change feed), with ``Acted``, ``Change`` and ``RowStory``, what they return;
 - ``JsonFormatter``: recheck's one-JSON-object-per-line log format, for a logging configuration
   of your own (``RECHECK_LOG_CONFIG``: ``{"()": "recheck.JsonFormatter"}``);
 - ``traceparent()``: the current OpenTelemetry span's W3C trace context, for a producer to store
@@ -20,10 +20,15 @@ from recheck.shared.errors import RecheckError
 from recheck.workers.checks import Recheck, batch, per_row
 
 __all__ = [
-    "Acted", "Change", "Client", "JsonFormatter", "Recheck", "RecheckError", "batch", "per_row",
-    "traceparent",
+    "Acted", "Change", "Client", "JsonFormatter", "Recheck", "RecheckError", "RowStory", "batch",
+    "per_row", "traceparent",
 ]  # fmt: skip
-_CLIENT = ("Acted", "Change", "Client")  # imported when first asked for: a worker never needs them
+_CLIENT = (
+    "Acted",
+    "Change",
+    "Client",
+    "RowStory",
+)  # imported when first asked for: a worker never needs them
 
 
 def __getattr__(name: str):

@@ -31,7 +31,7 @@ from recheck.shared.mysql.rows import Rows
 from recheck.shared.mysql.schema import SchemaProblem, feed_taken
 from recheck.shared.redis.connection import REDIS_DOWN, connect_redis
 from recheck.shared.redis.store import Store, open_store
-from recheck.shared.views.rowstory import row_story
+from recheck.shared.views.rowstory import RowStory, row_story
 from recheck.shared.workloads import read_workloads, select_workloads
 
 GAP_RECHECK = 0.1  # seconds between looks while skipped positions are awaited
@@ -127,8 +127,10 @@ class Client:
     cancel.__doc__ = Actions.cancel.__doc__
     retry_dead.__doc__, discard_dead.__doc__ = Actions.retry_dead.__doc__, Actions.discard_dead.__doc__
 
-    def state(self, row_id) -> dict | None:
-        """One row's story, as `recheck inspect` tells it (None: no such row)."""
+    def state(self, row_id) -> RowStory | None:
+        """One row's story, as `recheck inspect` tells it (None: no such row): a typed record
+        (`.state`, `.where`, `.due`, ...; `.as_json()` for the dict `inspect --json` prints;
+        `["state"]` still reads a field)."""
         return row_story(self.workload, self.db, self.store, self.rows.keys, self.actions.key(row_id))
 
     # -- the change feed -------------------------------------------------------------------------

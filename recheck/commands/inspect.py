@@ -27,7 +27,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         print(f"recheck inspect: no row with id {args.id!r} in {workload.mysql.database}.{workload.table}",
               file=sys.stderr)  # fmt: skip
         return 1
-    print(json.dumps(story, indent=2) if args.json else render_story(story))
+    print(json.dumps(story.as_json(), indent=2) if args.json else render_story(story))
     return 0
 
 

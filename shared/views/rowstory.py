@@ -10,6 +10,10 @@ for a person asking, never for a loop.
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
 from recheck.shared.config import DEFAULT_WORKLOAD, Workload
 from recheck.shared.core.entries import ms_to_datetime
 from recheck.shared.core.keys import KeyKind
@@ -20,8 +24,58 @@ from recheck.shared.mysql.rows import Rows
 from recheck.shared.redis.store import Store
 from recheck.shared.views.status import shown_key
 
+# The command that checks a row again, by its state: (the story's field, the command).
+AGAIN = {"quarantined": ("release", "release"), "paused": ("resume", "resume"), "dead": ("retry", "retry"),
+         "done": ("enqueue", "now")}  # fmt: skip
+ACTIONS = tuple(field for field, _ in AGAIN.values())
 
-def row_story(workload: Workload, db: Database, store: Store, keys: KeyKind, key) -> dict | None:
+
+@dataclass(frozen=True)
+class RowStory:
+    """One row's story. Its JSON (`as_json()`: `recheck inspect --json`, the dashboard's search)
+    has these fields in this order, the actions only when they apply. `story["state"]` still
+    reads a field, as when Client.state returned a dict (before 2026-11-28)."""
+
+    workload: str
+    table: str  # database.table
+    id: int | str  # the key as `recheck inspect` takes it (binary keys in hex)
+    due: str  # the due time on the database clock, or "done"
+    late_s: float | None  # seconds past due (negative: not due yet); None unless due
+    checked: str | None  # the last attempt, successful or not
+    result: Any
+    check_count: int
+    fail_count: int  # failures in a row
+    last_error: str | None
+    quarantined: bool
+    paused: bool
+    dead: bool
+    done: bool
+    reclaims: int  # times reclaimed from dead workers
+    now: str  # the database's clock when read
+    state: str = ""  # quarantined, paused, dead, done, quarantine, queued, suspect, in_flight, ...
+    where: str = ""  # one line: where the row is and what happens next
+    release: str | None = None  # the command that checks it again, if its state needs one
+    resume: str | None = None
+    retry: str | None = None
+    enqueue: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {name: value for name, value in fields.items() if name not in ACTIONS or value is not None}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self.as_json():
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.as_json()
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self[name] if name in self.as_json() else default
+
+
+def row_story(workload: Workload, db: Database, store: Store, keys: KeyKind, key) -> RowStory | None:
     """Everything about one row; None if the table has no such row."""
     row = Rows(workload, db).one_row(key)
     if row is None:
@@ -30,54 +84,46 @@ def row_story(workload: Workload, db: Database, store: Store, keys: KeyKind, key
     where = store.whereabouts(keys.encode(key), group.encode() if isinstance(group, str) else group)
     state = due_state(due)
     done = state is RowState.DONE  # a one-shot row done: its due time cleared
-    quarantined = state is RowState.QUARANTINED
-    dead = state is RowState.DEAD
     paused = state in (RowState.PAUSED, RowState.ADOPTING)  # adopting: parked until init-db sorts it
-    story = {
-        "workload": workload.name,
-        "table": f"{workload.mysql.database}.{workload.table}",
-        "id": shown_key(key),
-        "due": "done" if done else str(due),
-        "late_s": None if state is not RowState.DUE else round(float(late_s), 3),  # negative: not due yet
-        "checked": str(checked) if checked else None,  # the last attempt, successful or not
-        "result": result,
-        "check_count": int(count),
-        "fail_count": int(fails),
-        "last_error": error,
-        "quarantined": quarantined,
-        "paused": paused,
-        "dead": dead,
-        "done": done,
-        "reclaims": where["reclaims"],
-        "now": str(now),
-    }
-    story["state"], story["where"] = state_of(workload, story, where, int(due_ms or 0))
+    story = RowStory(
+        workload=workload.name,
+        table=f"{workload.mysql.database}.{workload.table}",
+        id=shown_key(key),
+        due="done" if done else str(due),
+        late_s=None if state is not RowState.DUE else round(float(late_s), 3),
+        checked=str(checked) if checked else None,
+        result=result,
+        check_count=int(count),
+        fail_count=int(fails),
+        last_error=error,
+        quarantined=state is RowState.QUARANTINED,
+        paused=paused,
+        dead=state is RowState.DEAD,
+        done=done,
+        reclaims=where["reclaims"],
+        now=str(now),
+    )
+    told, line = state_of(workload, story, where, int(due_ms or 0))
     named = f" --workload {workload.name}" if workload.name != DEFAULT_WORKLOAD else ""
-    if quarantined:
-        story["release"] = f"recheck release{named} {story['id']}"
-    if paused:
-        story["resume"] = f"recheck resume{named} {story['id']}"
-    if dead:
-        story["retry"] = f"recheck retry{named} {story['id']}"
-    if done:
-        story["enqueue"] = f"recheck now{named} {story['id']}"
-    return story
+    field, command = AGAIN.get(told, ("", ""))
+    actions: dict[str, Any] = {field: f"recheck {command}{named} {story.id}"} if field else {}
+    return dataclasses.replace(story, state=told, where=line, **actions)
 
 
-def state_of(workload: Workload, story: dict, where: dict, due_ms: int) -> tuple[str, str]:
+def state_of(workload: Workload, story: RowStory, where: dict, due_ms: int) -> tuple[str, str]:
     """(state, one line saying where the row is and what happens next)."""
-    if story["quarantined"]:
-        reason = story["last_error"] or "no reason recorded"
+    if story.quarantined:
+        reason = story.last_error or "no reason recorded"
         return "quarantined", reason if reason.startswith("quarantined") else f"quarantined: {reason}"
-    if story["paused"]:
+    if story.paused:
         return "paused", "paused: not checked until resumed (the application's pause, kept in MySQL)"
-    if story["dead"]:
-        failures = story["fail_count"]
+    if story.dead:
+        failures = story.fail_count
         return (
             "dead",
             f"dead: failed {failures} time(s) in a row (max_attempts); kept, never run again until retried",
         )
-    if story["done"]:
+    if story.done:
         return "done", "done: handled once, never dispatched again (`recheck now` enqueues it again)"
     in_flight = where["in_flight_due_ms"]
     if in_flight is not None:
@@ -110,10 +156,10 @@ def state_of(workload: Workload, story: dict, where: dict, due_ms: int) -> tuple
             f"in flight, but no queue or worker holds it (a lost delivery): released within "
             f"RECHECK_ORPHAN_AFTER ({workload.deployment.orphan_after:g} s) and swept; {dispatched}"
         )
-    late = story["late_s"]
+    late = story.late_s or 0.0  # set: a row in any other state was answered above
     if late < 0:
         waiting = f"waiting for its due time, in {-late:.1f} s"
-        if story["checked"] is None and -late > workload.interval:  # never checked, due far ahead
+        if story.checked is None and -late > workload.interval:  # never checked, due far ahead
             waiting += (
                 f", though it was never checked and its interval is {workload.interval:g} s: rows are due "
                 "when inserted, so was it inserted from a session in another time zone? (`recheck config`)"
@@ -127,24 +173,22 @@ def state_of(workload: Workload, story: dict, where: dict, due_ms: int) -> tuple
     )
 
 
-def render_story(story: dict) -> str:
+def render_story(story: RowStory) -> str:
     """The text `recheck inspect` prints."""
-    late = story["late_s"]
+    late = story.late_s
     lateness = "" if late is None else (f" (due in {-late:.1f} s)" if late < 0 else f" ({late:.1f} s late)")
+    failed = story.fail_count
     lines = [
-        f"{story['table']} id {story['id']!r}"
-        + (f" (workload {story['workload']})" if story["workload"] != DEFAULT_WORKLOAD else ""),
-        f"  now            {story['where']}",
-        f"  next due       {story['due']}{lateness}",
-        f"  last attempt   {story['checked'] or 'never'}"
-        + (f" (failed, {story['fail_count']:,} in a row)" if story["fail_count"] else ""),
-        f"  result         {story['result']!r}"
-        + (" (of the last successful check)" if story["fail_count"] else ""),
-        f"  checks         {story['check_count']:,} succeeded   failures in a row {story['fail_count']:,}",
-        f"  last error     {story['last_error'] or '-'}",
-        f"  reclaimed      {story['reclaims']} time(s) from dead workers",
+        f"{story.table} id {story.id!r}"
+        + (f" (workload {story.workload})" if story.workload != DEFAULT_WORKLOAD else ""),
+        f"  now            {story.where}",
+        f"  next due       {story.due}{lateness}",
+        f"  last attempt   {story.checked or 'never'}"
+        + (f" (failed, {failed:,} in a row)" if failed else ""),
+        f"  result         {story.result!r}" + (" (of the last successful check)" if failed else ""),
+        f"  checks         {story.check_count:,} succeeded   failures in a row {failed:,}",
+        f"  last error     {story.last_error or '-'}",
+        f"  reclaimed      {story.reclaims} time(s) from dead workers",
     ]
-    for action in ("release", "resume", "retry", "enqueue"):
-        if story.get(action):
-            lines.append(f"  to check it again: {story[action]}")
+    lines += [f"  to check it again: {getattr(story, field)}" for field in ACTIONS if getattr(story, field)]
     return "\n".join(lines)
