@@ -23,12 +23,8 @@ __all__ = [
     "Acted", "Change", "Client", "JsonFormatter", "Recheck", "RecheckError", "RowStory", "batch",
     "per_row", "traceparent",
 ]  # fmt: skip
-_CLIENT = (
-    "Acted",
-    "Change",
-    "Client",
-    "RowStory",
-)  # imported when first asked for: a worker never needs them
+# Imported when first asked for: a worker never needs them.
+_CLIENT = ("Acted", "Change", "Client", "RowStory")
 
 
 def __getattr__(name: str):

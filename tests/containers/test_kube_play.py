@@ -129,8 +129,9 @@ def logs(podman: Podman, container: str, *options: str) -> str:
 
 def healthy(podman: Podman, container: str) -> bool:
     """Its liveness probe, run now (Podman runs health checks on a systemd timer; none here).
-    One stuck run (seen once in CI: 60 s, on a loaded runner) counts as a failed attempt, so the
-    caller's wait tries again instead of spending its whole budget on it."""
+    One stuck run (seen in CI right after the compose test: 60 s once, 20 s cut short another
+    time) counts as a failed attempt, so the caller's wait tries again instead of spending its
+    whole budget on it."""
     run = ["podman", "healthcheck", "run", container]
     try:
         return subprocess.run(run, env=podman.env, capture_output=True, timeout=20).returncode == 0
@@ -141,14 +142,10 @@ def healthy(podman: Podman, container: str) -> bool:
 
 def diagnose(podman: Podman, names: list[str]) -> None:
     """What the pods were doing when a wait ran out: their states, and the probe's own words."""
-    listed = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}} {{.Status}}"], env=podman.env,
-                            capture_output=True, text=True, timeout=60)  # fmt: skip
-    print(listed.stdout, listed.stderr)
+    print(podman("ps", "-a", "--format", "{{.Names}} {{.Status}}", check=False, timeout=60))
     for name in names:
         try:
-            probe = subprocess.run(["podman", "exec", name, "recheck", "health"], env=podman.env,
-                                   capture_output=True, text=True, timeout=20)  # fmt: skip
-            print(f"[kube test] {name}: recheck health exit {probe.returncode}: {probe.stdout}{probe.stderr}")
+            print(f"[kube test] {name}: {podman('exec', name, 'recheck', 'health', check=False, timeout=20)}")
         except subprocess.TimeoutExpired:
             print(f"[kube test] {name}: recheck health did not end within 20 s")
 
