@@ -67,6 +67,8 @@ class DispatchLane:
         self.jobs = self._make_jobs()
         self.free_since: float | None = None  # when this lane's lease was first seen free
         self.paging_since: float | None = None  # when the page being read and pushed now began
+        # Leading, but its lists not yet settled for its ordering (settle): it pushes nothing yet.
+        self.unsettled = True
 
     def _own_db(self, read_timeout: float = 60.0, connect_timeout: float = 5.0) -> Database:
         """Each job runs in its own thread: its own MySQL connection."""
@@ -108,6 +110,8 @@ class DispatchLane:
         """One page if this dispatcher leads the workload; None if it does not."""
         if not self.lease.held:
             return None
+        if self.unsettled:
+            self.settle()
         self.paging_since = time.monotonic()
         try:
             return min(one.poll() for one in self.passes)
@@ -153,8 +157,23 @@ class DispatchLane:
             wanted = mine or (holder is None and (may_take or long_free))
             if wanted and self.can_read_mysql() and lease.hold():
                 self.free_since = None
+                self.unsettled = True
                 for one in self.passes:  # a new leader starts from the oldest due row
                     one.rewind()
+
+    def settle(self) -> None:
+        """A new leader's lists made right for its ordering before its first push (settle.lua):
+        what an older configuration left in lists this ordering's takes do not read is moved,
+        or released and read again by the rewound passes. Said in one line when it did any.
+        An outage midway: the next poll settles again (it pushes nothing before)."""
+        done = self.store.settle()
+        self.unsettled = False
+        if done.changed and (done.before or done.moved or done.released):
+            log.warning(
+                "%sordering is now %s (the lists were settled for %s): %d queued entries moved to its lists, "
+                "%d released to be read again from mysql", self.workload.log_prefix, done.now,
+                done.before or "an older version", done.moved, done.released,
+            )  # fmt: skip
 
     def beat(self) -> None:
         """From the scheduler's heartbeat job: renew a held lease (see renew) and publish the

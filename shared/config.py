@@ -372,7 +372,8 @@ class WorkloadFields(BaseModel):
     # again), done (one-shot rows: never run again) or deleted.
     on_cancel: Literal["pause", "done", "delete"] = "pause"
     # A provider's limits, over every worker of the deployment (0 = none): checks started per
-    # second, and checks running at once (shared/core/limits.py and shared/redis/lua/pop.lua keep them).
+    # second, and checks running at once (shared/core/limits.py and the take scripts keep them,
+    # shared/redis/lua/_take_grant.lua).
     rate_limit: Annotated[float, Field(ge=0, le=10_000_000)] = 0.0
     max_in_flight: Annotated[int, Field(ge=0, le=1_000_000)] = 0
     # Priority (docs/priorities.md): rows whose priority_column is 1 (TRUE) are read by a pass of

@@ -1,6 +1,6 @@
 """Where a worker's entries come from: take a batch, wait for work, adopt what a lost reply hid.
 
-Everything taken lands in the worker's processing set in Redis first (one pop.lua call per
+Everything taken lands in the worker's processing set in Redis first (one take script call per
 batch), so that what a worker holds is known even if it dies. Nothing read from Redis is ever
 evaluated: entries are parsed by the key kind's strict rules (digits, or hex for text and binary
 keys: shared/core/keys.py), anything else is set aside as malformed.
@@ -25,11 +25,13 @@ IDLE_WAIT = 1.0  # seconds a blocking wait for work lasts when the queue is empt
 RATE_WAIT_MAX = 1.0  # seconds slept at most for the rate limit's tokens before asking again
 ROOM_RETRY = 0.05  # seconds between takes while max_in_flight checks run elsewhere (ours wake us)
 LIMITED_RECENTLY = 5.0  # seconds after the limits last held a take back that it counts as limited
+SETTLED_WARN_EVERY = 60.0  # seconds between warnings that the leader orders the workload otherwise
 
 
 class Intake:
-    def __init__(self, store: Store, worker_id: str, metrics=None):
+    def __init__(self, store: Store, worker_id: str, metrics=None, prefix: str = ""):
         self.store = store
+        self.prefix = prefix  # the workload's, for logs
         self.worker_id = worker_id
         self.metrics = metrics
         self._resync = False
@@ -42,6 +44,7 @@ class Intake:
         self._backing_off = False  # the last take was held back by the breaker
         self.limiting_group = ""  # a grouped workload: the last group whose own limits held us back
         self._by_group = False  # the last take was held back by a group's limits
+        self._settled_warned = -SETTLED_WARN_EVERY  # monotonic time of the last such warning
 
     def take(
         self,
@@ -70,6 +73,8 @@ class Intake:
             entries, self.limited = taken.entries, taken.limited
             if taken.group:
                 self.limiting_group, self._by_group = taken.group, True
+            if taken.settled:
+                self.warn_settled(taken.settled)
             if entries:
                 self.took.set()
             if self.limits and entries and self.metrics is not None:
@@ -83,6 +88,21 @@ class Intake:
             entries = entries + self.adopt_unseen(entries, in_hand())
             self._resync = False
         return entries
+
+    def warn_settled(self, settled: str, now: float | None = None) -> bool:
+        """Once a minute: the leader runs another ordering than this worker's settings say (a
+        change rolling out, or settings that differ): the lists it fills are not all the ones
+        this worker takes from. Whether it warned."""
+        now = time.monotonic() if now is None else now
+        if now - self._settled_warned < SETTLED_WARN_EVERY:
+            return False
+        self._settled_warned = now
+        log.warning(
+            "%sthe dispatcher leading this workload orders its rows by %s, this worker's settings by %s: "
+            "rows it queues may wait for a worker with the dispatcher's settings (give every process "
+            "the same workload settings)", self.prefix, settled, self.store.ordering.name,
+        )  # fmt: skip
+        return True
 
     def adopt_unseen(self, just_taken: list[bytes], in_hand: set[bytes]) -> list[bytes]:
         """Entries in our processing set that we neither just took nor have in hand."""

@@ -45,7 +45,7 @@ class Lane:
         self.kind = check_kind(self.check, workload.check_kind)
         self.check_name = f"{self.check.__module__}:{self.check.__qualname__}"
         self.metrics = worker_metrics(self.name)
-        self.intake = Intake(self.store, worker.id, self.metrics)
+        self.intake = Intake(self.store, worker.id, self.metrics, workload.log_prefix)
         slots = WriteSlots(
             self.store, worker.id, workload.write_slots, workload.deployment.heartbeat_ttl,
             stopping=lambda: self.life.stopping, waited=self.metrics.write_slot_wait.inc,
@@ -150,10 +150,8 @@ class Lane:
         )
 
     def shutdown(self, persist) -> str:
-        """Give back what a last blocking wait delivered; deregister if nothing is held."""
-        landed = persist(lambda: self.intake.take(0))
-        if landed:
-            self.completer.give_back(landed)
+        """Close; deregister if nothing is held (a blocking wait delivers a wake token, never
+        entries: nothing arrives after the last take)."""
         self.close()
         if persist(self.intake.held_count) == 0:
             persist(self.presence.withdraw)  # nothing held: nothing for the reclaimer to do

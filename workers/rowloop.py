@@ -34,7 +34,7 @@ FLUSH_SECONDS = 0.05
 FLUSH_ROWS = 500
 EMPTY_QUEUE_PAUSE = 0.02  # while checks run and the queue is empty, ask again after this
 GROUP_HELD_PAUSE = 0.1  # while checks run and a group's limits hold its rows back, ask again after this
-ENDED_PER_TAKE = 1000  # ended entries a take gives their group's room back for (pop.lua's most)
+ENDED_PER_TAKE = 1000  # ended entries a take gives their group's room back for (take_grouped.lua's most)
 CANCEL_LOOK_EVERY = 0.2  # while checks run: how often the loop asks which were cancelled (recheck cancel)
 
 
@@ -61,7 +61,7 @@ class RowLoop(CheckLoop):
         self.hung = 0  # plain checks past their timeout whose threads are still running
         self.next_touch = 0.0  # when an idle loop next makes sure MySQL takes its writes
         # group_max_in_flight counts calls: entries whose checks ended give their group's room
-        # back at our next take, not at their ack after the write-back (pop.lua ARGV[14..]).
+        # back at our next take, not at their ack after the write-back (take_grouped.lua ARGV[14..]).
         limit = ordering_of(workload).group_limit
         self.frees_group_room = limit is not None and limit.in_flight > 0
         self.ended: list[bytes] = []

@@ -1,6 +1,6 @@
 -- groupstate.lua: the least Redis work exact per-group limits need for one take and its ack,
 -- whatever the data structure (recheck bench --mode groups, its "group state" column).
--- KEYS[1]  tokens  HASH  group -> its rate limit's arrival time (as pop.lua's groups:rates)
+-- KEYS[1]  tokens  HASH  group -> its rate limit's arrival time (as take_grouped.lua's groups:rates)
 -- KEYS[2]  room    HASH  group -> checks running (as groups:running)
 -- ARGV[1..] the distinct groups one take gives entries from, their names as the lists spell them
 -- Returns  how many groups it touched.

@@ -1,7 +1,8 @@
 """A workload's rate_limit and max_in_flight, shared out over its partitions (pure logic).
 
-The limits are kept by pop.lua, in each partition's keys, when a worker takes entries: a take
-is granted as many tokens as it may have in one call (no round trip per id, no polling). A
+The limits are kept by the take scripts (_take_grant.lua), in each partition's keys, when a
+worker takes entries: a take is granted as many tokens as it may have in one call (no round trip
+per id, no polling). A
 partitioned workload's partitions live on different Redis Cluster slots, so each keeps its
 share: rate_limit / K each, and max_in_flight split as evenly as whole checks allow. Ids are
 spread over the partitions by a hash, so each has about 1/K of the work.
@@ -26,7 +27,7 @@ class PartLimit:
         return self.rate > 0 or self.in_flight > 0
 
     def args(self) -> list[str | int]:
-        """What pop.lua takes as ARGV[3..5]."""
+        """What the take scripts take as ARGV[3..5] (_take.lua)."""
         return [repr(self.rate), self.burst, self.in_flight]
 
 
@@ -42,7 +43,7 @@ def partition_limits(rate_limit: float, max_in_flight: int, partitions: int) -> 
 
 
 def own_limits(rate: object, in_flight: object, weight: object) -> str:
-    """A group's own limits as pop.lua reads them ("rate:in flight:weight", '' where the group has
+    """A group's own limits as take_grouped.lua reads them ("rate:in flight:weight", '' where the group has
     the workload's: a NULL of the group limits table). ValueError for a value no limit can be: a
     negative rate or room, a weight not a whole number from 1 to 1,000."""
     parts = []
@@ -86,7 +87,7 @@ class GroupLimit:
         return max(1, round(self.rate * GRANT_WINDOW))
 
     def args(self) -> list[str | int]:
-        """What pop.lua takes as ARGV[10..12]."""
+        """What take_grouped.lua takes as ARGV[11..13]."""
         return [repr(self.rate), self.burst, self.in_flight]
 
     def breaker_arg(self) -> str:

@@ -23,7 +23,7 @@ class Ordering:
     # reads such rows in a pass of their own, into a list taken before the rest's.
     priority_by: str = ""
     # While both lists wait, this share of each take comes from the rest's all the same; None:
-    # no priority list (a take still drains one an older configuration left).
+    # no priority list (the leader moves what an older configuration left there: settle.lua).
     rest_share: float | None = None
     # The column whose value names a row's group ("" unless groups): a queue entry carries the
     # group, and the row waits in its group's list.
@@ -31,6 +31,14 @@ class Ordering:
     group_limit: GroupLimit | None = None  # each group's rate and room (groups only)
     # The table of limits and weights per group that the leader copies into Redis ("": none).
     group_limits_from: str = ""
+
+    @property
+    def take_script(self) -> str:
+        """The Lua script a worker's take runs (shared/redis/lua/): each reads its own lists only;
+        the leader moves what an older configuration left in others (settle.lua)."""
+        if self.group_by:
+            return "take_grouped"  # groups, and groups with priority (their priority lists)
+        return "take_priority" if self.priority_by else "take_fifo"
 
     @property
     def passes(self) -> tuple[bool, ...]:
@@ -42,6 +50,9 @@ class Ordering:
         """A pushed entry as the queue holds it: a grouped workload's ends with ":" and its group
         in hex (never part of the key or the due time), which the queue does not keep."""
         return entry.rsplit(b":", 1)[0] if self.group_by else entry
+
+
+FIFO = Ordering("fifo")
 
 
 def ordering_of(workload: Workload) -> Ordering:
@@ -66,4 +77,4 @@ def ordering_of(workload: Workload) -> Ordering:
         )
     if priority_by:
         return Ordering("priority", priority_by=priority_by, rest_share=rest_share)
-    return Ordering("fifo")
+    return FIFO

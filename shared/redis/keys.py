@@ -66,7 +66,7 @@ class Keys:
         self.queue = f"{tag}:queue"  # LIST of "id:due_ms" entries waiting for a worker
         # LIST of the priority rows' entries (priority_column), taken before the queue's
         self.priority_queue = f"{tag}:queue:priority"
-        self.turns = f"{tag}:turns"  # STRING: the rest's share of takes carried over (pop.lua)
+        self.turns = f"{tag}:turns"  # STRING: the rest's share of takes carried over (take_priority.lua)
         self.suspects = f"{tag}:suspects"  # LIST of groups of reclaimed entries, each one batch
         self.inflight = f"{tag}:inflight"  # HASH id -> due_ms of the entry holding it; the dedup set
         self.workers = f"{tag}:workers"  # SET of registered worker ids
@@ -93,19 +93,21 @@ class Keys:
         self.asked = f"{tag}:asked"  # LIST of ids asked to be checked now (the dispatcher reads them)
         self.again = f"{tag}:again"  # HASH id -> 1: asked while in flight, asked again once released
         # SET of entries a take must drop, not start: superseded by a `now` (pushed again at the
-        # head with the row's new due time) or of rows paused while queued (pop.lua)
+        # head with the row's new due time) or of rows paused while queued (_take_drops.lua)
         self.dropped = f"{tag}:dropped"
         self.cancelled = f"{tag}:cancelled"  # SET ids whose running per-row checks are cancelled
         self.changed = f"{tag}:changed"  # STREAM: the change feed has news (readers block on it)
         # STREAM, one per deployment (in the default workload's slot): an application asked for ids
         # of some workload (ask): the dispatchers wake and read the asked lists (dispatcher/asked.py)
         self.asked_bell = "{" + prefix + "}:asked:bell"
-        self.rate = f"{tag}:rate"  # STRING: the rate limit's arrival time, us on the Redis clock (pop.lua)
+        self.rate = f"{tag}:rate"  # STRING: the rate limit's arrival time, us on the Redis clock (takes)
+        # STRING: the ordering the leader settled the lists for (settle.lua; empty takes read it)
+        self.ordering = f"{tag}:ordering"
         self.running = f"{tag}:running"  # HASH worker -> checks it may be running (max_in_flight)
         # Groups (group_column, docs/groups.md; _lib.lua describes each): a group's entries wait
         # in LIST group:<hex name>
         self.group_prefix = f"{tag}:group:"
-        # HASH group -> its group_rate_limit's arrival time, us on the Redis clock (pop.lua); the
+        # HASH group -> its group_rate_limit's arrival time, us on the Redis clock (takes); the
         # field '~cursor' holds the cursor of the sweep that deletes the times that have passed,
         # '~' makes it a hash table (_lib.lua HASHTABLE); it expires once all could have passed
         self.group_rates = f"{tag}:groups:rates"
@@ -128,7 +130,7 @@ class Keys:
         # limits table names (docs/groups.md), copied from MySQL by the dispatcher's leader
         self.groups_limits = f"{tag}:groups:limits"
         # STRING "fraction of its share left:group": the group whose turn a take's end cut short
-        # goes on with the rest of its share at the next take (pop.lua)
+        # goes on with the rest of its share at the next take (_take_groups.lua)
         self.groups_cut = f"{tag}:groups:cut"
         self.wake = f"{tag}:wake"  # LIST of tokens idle workers block on (one wakes per token)
 

@@ -2,7 +2,7 @@
 
 A line `-- #include _name` in a script is replaced by lua/_name.lua's text (each part once per
 script, in the order named; a part may name others), so a script is written in parts of one
-concern each (pop.lua: the grant of the limits, the queues, drops, the groups' turns) and Redis
+concern each (the takes: the grant of the limits, a reclaimed group, drops, the groups' turns) and Redis
 still runs one script. Files starting with `_` are parts, never scripts of their own.
 """
 

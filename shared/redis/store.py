@@ -41,7 +41,7 @@ from recheck.shared.core.entries import make_entry_text
 from recheck.shared.core.limits import NO_LIMIT, GroupLimit, PartLimit, partition_limits
 from recheck.shared.core.partitions import partition_of, rotation, split_by_partition
 from recheck.shared.core.records import DispatcherBeat, WorkerBeat
-from recheck.shared.policies.ordering import ordering_of
+from recheck.shared.policies.ordering import FIFO, Ordering, ordering_of
 from recheck.shared.redis.connection import RedisClient
 from recheck.shared.redis.keys import Keys
 from recheck.shared.redis.scripts import script_source
@@ -49,7 +49,10 @@ from recheck.shared.redis.scripts import script_source
 B = TypeVar("B", WorkerBeat, DispatcherBeat)
 
 DIED_ALONE = 1 << 20  # reclaims count: deaths + DIED_ALONE * deaths alone (reclaim.lua)
-SCRIPT_NAMES = ("dispatch", "pop", "ack", "reclaim", "orphans", "lease", "errors", "writeslot")
+SCRIPT_NAMES = (
+    "dispatch", "take_fifo", "take_priority", "take_grouped", "settle", "ack", "reclaim", "orphans", "lease",
+    "errors", "writeslot",
+)  # fmt: skip
 DELETE_CHUNK = 1000
 LIST_CHUNK = 10_000  # items per LRANGE or ZRANGE of a scan that must not block Redis
 GROUP_CHUNK = 1_000  # groups' lists per pipeline of such a scan, and entries read from each at once
@@ -84,6 +87,9 @@ class Taken(NamedTuple):
     # ROOM_WAIT if max_in_flight checks are running, 0 if nothing held it back.
     limited: float = 0.0
     group: str = ""  # a grouped workload's group whose own limits held the take back (its value)
+    # A take that found nothing: the ordering the leader settled the lists for, when it is not
+    # this store's (the worker's settings and the dispatcher's differ); "" otherwise.
+    settled: str = ""
 
 
 def group_name(hexed: bytes | str) -> str:
@@ -129,6 +135,19 @@ class Acked(NamedTuple):
     waiting: int | None = None
 
 
+class Settled(NamedTuple):
+    """What settling the lists for the leader's ordering did (Store.settle)."""
+
+    before: str  # the ordering they were settled for ("": none recorded)
+    now: str
+    moved: int  # entries moved to this ordering's lists
+    released: int  # entries released, to be read again from MySQL
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.now
+
+
 class Overview(NamedTuple):
     queue_depth: int
     suspects: int
@@ -142,15 +161,7 @@ def open_store(client: RedisClient, workload: Workload, clock: Callable[[], int]
     """The store of a workload, over its partitions (one when it is not partitioned), keeping
     its rate_limit and max_in_flight; clock: a test's, in microseconds (Store)."""
     limits = partition_limits(workload.rate_limit, workload.max_in_flight, workload.partitions)
-    ordering = ordering_of(workload)
-    return Store(
-        client,
-        Keys.every_partition(workload),
-        limits,
-        priority_share=ordering.rest_share,
-        groups=ordering.group_limit,
-        clock=clock,
-    )
+    return Store(client, Keys.every_partition(workload), limits, ordering_of(workload), clock=clock)
 
 
 def in_chunks(read: Callable[[int, int], list[bytes]], size: int = LIST_CHUNK) -> Iterator[list[bytes]]:
@@ -179,18 +190,20 @@ class Store:
         client: RedisClient,
         partitions: Keys | list[Keys],
         limits: list[PartLimit] | None = None,
-        priority_share: float | None = None,
-        groups: GroupLimit | None = None,
+        ordering: Ordering = FIFO,
         clock: Callable[[], int] | None = None,
     ):
         self.client = client
         # The limits' clock, in microseconds: a test's (the scripts take it as an argument);
         # None, always outside tests: the Redis clock, one for every worker's host.
         self.clock = clock
-        # The rest's share of takes while priority rows wait (pop.lua); None: no priority column.
-        self.priority_share = "" if priority_share is None else repr(float(priority_share))
+        # The order rows are taken in: its take script, and what it is given (shared/policies).
+        self.ordering = ordering
+        share = ordering.rest_share
+        # The rest's share of takes while priority rows wait (take_priority.lua); "": none.
+        self.priority_share = "" if share is None else repr(float(share))
         # A grouped workload's limits per group (group_column, docs/groups.md); None: not grouped.
-        self.groups = groups
+        self.groups = ordering.group_limit
         self.partitions = [partitions] if isinstance(partitions, Keys) else list(partitions)
         self.limits = limits or [NO_LIMIT] * len(self.partitions)
         self.keys = self.partitions[0]  # names for logs and status; where the one-per-workload keys live
@@ -332,7 +345,31 @@ class Store:
         for keys in reversed(self.partitions):  # the first last: nobody takes it while others are held
             self._lease(keys, owner, 0, "release")
 
-    # -- a worker's entries (pop.lua, ack.lua) ----------------------------------------------
+    def settle(self) -> Settled:
+        """Make each partition's lists right for this store's ordering (settle.lua): the leader,
+        once it holds the lease and before it pushes. Entries an older configuration left in
+        lists this ordering's take does not read are moved where it reads them, or released to
+        be read again from MySQL (going to groups); up to 10,000 entries a script call, called
+        again until done. Nothing to do when the partition was settled for this ordering already (one
+        read)."""
+        o = self.ordering
+        flags = [o.name, "1" if o.priority_by else "", "1" if o.group_by else ""]
+        moved = released = 0
+        before = ""
+        for k in self.partitions:
+            keys = [
+                k.ordering, k.queue, k.priority_queue, k.turns, k.inflight, k.again, k.asked, k.dropped,
+                k.group_rates, *k.group_keys(),
+            ]  # fmt: skip
+            while True:
+                part_moved, part_released, done, was = self._run("settle", keys, flags)
+                moved, released = moved + part_moved, released + part_released
+                before = before or was.decode()
+                if done:
+                    break
+        return Settled(before, o.name, moved, released)
+
+    # -- a worker's entries (take_*.lua, ack.lua) ---------------------------------------------
     def _take_part(
         self,
         index: int,
@@ -343,42 +380,26 @@ class Store:
         ended: Sequence[bytes] = (),
     ) -> Taken:
         k = self.partitions[index]
-        suspect, entries, waiting, wait_ms, group = self._run(
-            "pop",
-            [
-                k.queue,
-                k.suspects,
-                k.processing(worker),
-                k.landing(worker),
-                k.rate,
-                k.running,
-                k.workers,
-                k.dropped,
-                k.inflight,
-                k.again,
-                k.asked,
-                k.priority_queue,
-                k.turns,
-                *k.group_keys(),
-                k.group_rates,
-            ],
-            [
-                limit,
-                int(not groups),
-                *self.limits[index].args(),
-                worker,
-                running,
-                self.priority_share,
-                *(["1", *self.groups.args()] if self.groups is not None else ["", 0, 1, 0]),
-                self._now(),
-                *ended,
-            ],
-        )
+        keys = [
+            k.suspects, k.processing(worker), k.rate, k.running, k.workers, k.dropped, k.inflight, k.again,
+            k.asked, k.wake, k.ordering,
+        ]  # fmt: skip
+        args: list[str | int | bytes] = [limit, int(not groups), *self.limits[index].args(), worker, running]
+        args += [self._now(), self.ordering.name]
+        script = self.ordering.take_script
+        if script == "take_fifo":
+            keys.append(k.queue)
+        elif script == "take_priority":
+            keys += [k.queue, k.priority_queue, k.turns]
+            args.append(self.priority_share)
+        else:
+            keys += [*k.group_keys(), k.group_rates, k.turns]
+            args += [self.priority_share, *(self.groups or GroupLimit()).args(), *ended]
+        suspect, entries, waiting, wait_ms, group, settled = self._run(script, keys, args)
         wait_ms = int(wait_ms)
         limited = ROOM_WAIT if wait_ms < 0 else wait_ms / 1000
-        return Taken(
-            bool(suspect), entries, int(waiting), limited, group_name(group[1:]) if limited and group else ""
-        )
+        shown = group_name(group[1:]) if limited and group else ""
+        return Taken(bool(suspect), entries, int(waiting), limited, shown, settled.decode())
 
     def _start(self) -> int:
         """Where the next take starts: where a wait just delivered, else where reclaimed groups
@@ -396,22 +417,22 @@ class Store:
         """Up to `limit` entries (a reclaimed group, alone, first) into the worker's processing
         set, from the partitions in turn, filled from the next ones when the first has too few
         (each partition's queue holds about 1/K of the high water, so one partition alone would
-        keep takes, and write-backs, small). limit 0 only moves what blocking waits delivered.
-        running: checks the worker is running now (max_in_flight counts them). Within the
-        workload's limits; `limited` says how long to wait when they held the take back.
-        ended: held entries whose checks ended (a grouped workload, one partition): their groups'
-        room is given back first (pop.lua), at most a take's worth (1,000) a call."""
+        keep takes, and write-backs, small). running: checks the worker is running now
+        (max_in_flight counts them). Within the workload's limits; `limited` says how long to
+        wait when they held the take back. ended: held entries whose checks ended (a grouped
+        workload, one partition): their groups' room is given back first (take_grouped.lua), at
+        most a take's worth (1,000) a call. Each partition's take runs the script of the
+        workload's ordering (Ordering.take_script)."""
         if self.count == 1:
             return self._take_part(0, worker, limit, running=running, ended=ended)
-        if limit == 0:
-            moved = [self._take_part(i, worker, 0, running=running).entries for i in range(self.count)]
-            return Taken(False, [e for part in moved for e in part])
         taken: list[bytes] = []
         waits: list[float] = []
+        settled = ""
         for index in rotation(self._start(), self.count):
-            suspect, entries, waiting, limited, _ = self._take_part(
+            suspect, entries, waiting, limited, _, differs = self._take_part(
                 index, worker, limit - len(taken), groups=not taken, running=running
             )
+            settled = settled or differs
             if limited:
                 waits.append(limited)
             if waiting:
@@ -422,7 +443,7 @@ class Store:
             taken += entries
             if len(taken) >= limit:
                 break
-        return Taken(False, taken, limited=soonest(waits) if not taken else 0.0)
+        return Taken(False, taken, limited=soonest(waits) if not taken else 0.0, settled=settled)
 
     def wait_for_work(self, worker: str, timeout: float) -> bool:
         """Block until a wake token says work is waiting (the scripts push one when they queue

@@ -213,10 +213,37 @@ def test_a_paused_backlog_drains_in_one_take_not_one_entry_a_millisecond(make_se
 
 def test_rows_waiting_in_groups_are_taken_after_the_group_column_is_removed(make_settings):
     store, settings = acme_store(make_settings, 5, group_max_in_flight=1)
+    assert store.settle().now == "groups"  # (what its leader did first)
     assert len(store.take("w1", 5).entries) == 1
     assert store.take("w2", 5).entries == []  # acme is full: in the full set
     plain = make_store(settings.evolve(group_column="", group_max_in_flight=0))
+    assert plain.take("w2", 10).settled == "groups"  # its lists are not settled for it yet
+    assert plain.settle().moved == 4  # the new leader's first act (dispatcher/lane.py)
     assert len(plain.take("w2", 10).entries) == 4  # no group limits now: what waited goes
+
+
+def test_a_queue_left_by_a_plain_dispatcher_is_settled_by_a_grouped_one_and_every_row_checked(
+    make_settings, procs, tmp_path
+):
+    """Issue 46: a take reads its own ordering's lists only. A fifo dispatcher queued every row
+    (no worker ran), then the workload got its group column: the new leader releases what the
+    plain queue holds before its first push, its pass reads the rows again with their groups."""
+    settings = grouped(make_settings)
+    seed_rows(settings, 300, due_now=True)
+    run_sql(settings, f"UPDATE {settings.table} SET tenant = CONCAT('t', user_id MOD 7)")
+    plain = settings.evolve(group_column="")
+    first = procs.start("dispatcher", plain)
+    store = make_store(plain)
+    wait_for(lambda: store.queue_depth() == 300, 20, "the plain dispatcher's pushes")
+    first.terminate()
+    assert first.wait(15) == 0
+    second = procs.start("dispatcher", settings)
+    procs.start("worker", settings, env={**STAMPED, "TEST_CHECK_RECORD": str(tmp_path)})
+    wait_for(lambda: len(calls_per_group(tmp_path, lambda key: str(key))) == 300, 30, "every row checked")
+    log = procs.log_of(second)
+    assert "ordering is now groups (the lists were settled for fifo): 0 queued entries moved" in log, log
+    assert "300 released to be read again from mysql" in log, log
+    assert store.client.get(store.keys.ordering) == b"groups"
 
 
 def test_a_hundred_thousand_groups_cost_a_take_o_batch(make_settings):

@@ -108,13 +108,15 @@ def test_a_priority_page_or_a_now_goes_where_it_is_taken_first_and_given_back_id
     assert store.client.lindex(keys.priority_queue, 0) == b"5:1000"
 
 
-def test_a_workload_without_a_priority_column_still_takes_what_the_priority_list_holds(make_settings):
-    """priority_column removed (or set on the dispatcher before the workers): nothing is stranded."""
+def test_a_workload_without_a_priority_column_takes_what_the_priority_list_held_once_settled(make_settings):
+    """priority_column removed: the new leader moves the priority list's entries to the head of
+    the queue (Store.settle, settle.lua); nothing is stranded (tests/scripts/test_settle.py)."""
     settings = make_settings()
     store = make_store(settings)
     store.client.rpush(store.keys.priority_queue, b"7:1000")
     store.client.hset(store.keys.inflight, b"7", b"1000")
     store.client.rpush(store.keys.queue, b"8:1000")
+    assert store.settle().moved == 1
     assert store.take("w1", 5).entries == [b"7:1000", b"8:1000"]
     assert store.queue_depth() == 0
 

@@ -1,5 +1,5 @@
 """Rate limits over every worker (issue 25): rate_limit (checks started per second) and
-max_in_flight (checks running at once), kept in Redis by the take itself (pop.lua).
+max_in_flight (checks running at once), kept in Redis by the take itself (_take_grant.lua).
 
 Real worker processes; the checks count themselves (timestamps in files, a counter in Redis),
 so the figures are the provider's view, not recheck's. On the code before, each worker ran as

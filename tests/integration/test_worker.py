@@ -248,7 +248,7 @@ def test_entries_are_taken_in_one_round_trip_per_batch(make_worker, settings, rd
 
 
 def test_entries_whose_delivery_was_cut_off_are_adopted_not_stranded(make_worker, settings, sql, rds):
-    """pop.lua ran on the server, but the connection died before its reply reached the worker."""
+    """The take script ran on the server, but the connection died before its reply reached the worker."""
     seed_rows(settings, 5, due_now=True)
     dispatch_all(settings)
     keys = Keys(settings.deployment.key_prefix)

@@ -1,6 +1,6 @@
 """The take script's limits against a clock the test sets: only a real Redis, no MySQL, no sleep.
 
-pop.lua reads the Redis clock (one clock for every worker's host) unless it is given the time
+The take scripts read the Redis clock (one clock for every worker's host) unless given the time
 (issue 46, items 3 and 4: time passed in, so scripts are tested in milliseconds, not by waiting).
 Here a simulated 10 s of takes every 10 ms runs in well under a second.
 """

@@ -3,7 +3,7 @@
 --
 -- A closed group counts its checks that failed in a row (G.failing; an acknowledgement with a
 -- success of the group starts it over). At the threshold the group opens: G.open holds "next
--- probe ms:open ms:" and its rows wait in its lists (pop.lua's visit sends it to G.sleeping until
+-- probe ms:open ms:" and its rows wait in its lists (a take's visit sends it to G.sleeping until
 -- then: no call, no attempt). A visit after that time takes ONE entry, the probe, and writes it in
 -- (_group_rounds.lua probe_taken). The probe's success closes the group, back in turn at once;
 -- its failure doubles the open time, up to the most. Other outcomes of an open group (checks

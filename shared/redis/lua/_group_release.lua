@@ -1,11 +1,11 @@
--- _group_release.lua (included by pop.lua, ack.lua, orphans.lua and reclaim.lua): what leaves
--- a worker gives its group's room back.
+-- _group_release.lua (included by take_grouped.lua, ack.lua, orphans.lua and reclaim.lua): what
+-- leaves a worker gives its group's room back.
 
 -- Entries leave a worker (acknowledged, given back, quarantined, released as orphans): each
 -- gives its group's room back (group_max_in_flight), and a group held back at that limit rejoins
 -- the ring. Entries a group did not give (none of a workload without groups) are skipped.
--- ended (pop.lua): checks over, entries still held: room back now, g.of keeps '~'..group (an
--- ack then only forgets it; a give-back still finds the group's list).
+-- ended (take_grouped.lua): checks over, entries still held: room back now, g.of keeps
+-- '~'..group (an ack then only forgets it; a give-back still finds the group's list).
 local function group_release(g, entries, ended)
   if #entries == 0 or redis.call('EXISTS', g.of) == 0 then return end
   local counts, names = {}, {}

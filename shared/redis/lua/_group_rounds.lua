@@ -1,4 +1,4 @@
--- _group_rounds.lua (included by pop.lua, for _take_groups.lua): a visit's pops from a group's
+-- _group_rounds.lua (included by take_grouped.lua, for _take_groups.lua): a visit's pops from a group's
 -- lists, what a round of visits to the groups writes once, and the sweep of their arrival times.
 
 -- The turn a take's end cut short (G.cut): the fraction of its group's share left (of a share
@@ -49,7 +49,7 @@ local function pop_group(list, name, wanted, taken, pairs_, D)
     local popped = redis.call('LPOP', list, wanted) or {}
     gone = gone + #popped
     more = #popped == wanted and redis.call('LLEN', list) > 0
-    local fresh = D.any and live(popped) or popped
+    local fresh = D.any and live(popped, room_back) or popped
     for _, entry in ipairs(fresh) do
       taken[#taken + 1] = entry
       pairs_[#pairs_ + 1] = entry

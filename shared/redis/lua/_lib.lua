@@ -48,7 +48,7 @@ end
 -- Groups (group_column, docs/groups.md): the block of GROUP_KEYS keys a script names from
 -- KEYS[first] on, in the order shared/redis/keys.py `Keys.group_keys` gives them:
 --   prefix   the group lists' common prefix: LIST prefix..hex holds a group's waiting entries
---            (their rate limits' arrival times: pop.lua's K.group_rates, a hash); with priority,
+--            (their rate limits' arrival times: take_grouped.lua's K.group_rates, a hash); with priority,
 --            LIST prefix..'!'..hex holds its priority rows' entries, taken first (_group_push.lua)
 --   ring     LIST  groups with entries waiting that their limits let go, in turn (round robin)
 --   sleeping ZSET  groups held back by their rate -> ms when their next token is due
@@ -108,8 +108,9 @@ local function urgent_list(g, name) return g.prefix .. '!' .. name end
 local HASHTABLE = {'~', string.rep('~', 80)}
 
 -- One idle worker is woken (at most one token waits: a woken worker that finds more work wakes
--- the next itself, pop.lua). Any workload: a blocking move on the queue woke every idle worker
--- for each page (each then took a sliver of it, every take a full cycle of round trips).
-local function group_wake(g)
-  if redis.call('LLEN', g.wake) == 0 then redis.call('RPUSH', g.wake, '~') end
+-- the next itself, _take_grant.lua finish). Any workload: a blocking move on the queue woke every
+-- idle worker for each page (each then took a sliver of it, every take a full cycle of round trips).
+local function wake_one(wake)
+  if redis.call('LLEN', wake) == 0 then redis.call('RPUSH', wake, '~') end
 end
+local function group_wake(g) wake_one(g.wake) end

@@ -1,4 +1,4 @@
--- _take_drops.lua (included by pop.lua): entries marked dropped are left out of a take.
+-- _take_drops.lua (included by the take scripts): entries marked dropped are left out of a take.
 --
 -- Entries are dropped, not started, when `now` superseded them (dispatch.lua) or their row was
 -- paused while they were queued (Store.drop). Each is dropped once: it leaves K.dropped,
@@ -8,8 +8,9 @@
 -- one EXISTS per take while there are none; they take no token and no room.
 local DROPS_PER_TAKE = 10000  -- a group's visit goes on past at most this many per take
 
--- The entries of `entries` to start.
-local function live(entries)
+-- The entries of `entries` to start; gone_back(the dropped ones), if given, gives their groups' room
+-- back (take_grouped.lua).
+local function live(entries, gone_back)
   if #entries == 0 or redis.call('EXISTS', K.dropped) == 0 then return entries end
   local kept, gone = {}, {}
   for start = 1, #entries, CHUNK do
@@ -30,6 +31,6 @@ local function live(entries)
       end
     end
   end
-  group_release(G, gone)
+  if gone_back then gone_back(gone) end
   return kept
 end

@@ -1,12 +1,11 @@
--- _take_grant.lua (included by pop.lua): how many entries the workload's limits allow this take.
+-- _take_grant.lua (included by the take scripts after _take.lua): how many entries the
+-- workload's limits allow this take, their spending, and the take's end.
 --
--- The rate limit is a generic cell rate algorithm on the Redis clock (one clock for every
--- host): each entry taken moves the arrival time 1/rate on; a take may run up to `burst`
--- tokens ahead of now. Over any window of T seconds, at most rate * T + burst entries are
--- taken. Entries that landed through a blocking wait count like any others: those beyond the
--- tokens (or beyond max_in_flight's room) go back to the head of the queue. A reclaimed group
--- (after a worker died) is taken whole once a take may have one entry: the arrival time then
--- runs further ahead, and later takes wait that much longer. A worker that dies holding
+-- The rate limit is a generic cell rate algorithm on one clock (Redis', ARGV[8] of _take.lua):
+-- each entry taken moves the arrival time 1/rate on; a take may run up to `burst` tokens ahead
+-- of now. Over any window of T seconds, at most rate * T + burst entries are taken. A reclaimed
+-- group (after a worker died) is taken whole once a take may have one entry: the arrival time
+-- then runs further ahead, and later takes wait that much longer. A worker that dies holding
 -- entries took their tokens; nothing is given back, so nothing can leak. If Redis loses its
 -- data, the limits start over. max_in_flight counts the checks each worker says it is running
 -- (K.running): a worker's share is the room the others leave, at most its fair share.
@@ -19,14 +18,11 @@ local function clock_us()
   return tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 end
 
--- taken: what landed through a blocking wait (entries beyond the grant go back to the queue,
--- in their order: idle workers each woken with an entry must not start more checks than the
--- limits allow). Returns the grant (what landed included), the wait (0, milliseconds until
--- tokens are due, or -1: until checks end), and the rate's state: now, arrival, ahead (us).
--- At shutdown (limit 0) what landed is taken whatever the limits: it is only handed back.
-local function grant(taken)
+-- Returns the grant, the wait (0, milliseconds until tokens are due, or -1: until checks end),
+-- and the rate's state: now, arrival, ahead (us).
+local function grant()
   local limit, rate, burst, most = A.limit, A.rate, A.burst, A.most
-  local cap, wait = (limit == 0) and #taken or limit, 0
+  local cap, wait = limit, 0
   local now, arrival, ahead = 0, 0, 0
   if rate > 0 then
     now = clock_us()
@@ -55,10 +51,6 @@ local function grant(taken)
       if room <= 0 and wait == 0 then wait = -1 end
       cap = math.max(math.min(cap, room), 0)
     end
-    for i = #taken, cap + 1, -1 do
-      redis.call('LPUSH', K.queue, taken[i])
-      taken[i] = nil
-    end
   end
   return cap, wait, now, arrival, ahead
 end
@@ -76,4 +68,18 @@ local function spend(taken, now, arrival, ahead)
       redis.call('HDEL', K.running, A.worker)
     end
   end
+end
+
+-- The take's end: the entries held, the limits spent, one more idle worker woken when `more`
+-- entries wait (each woken worker wakes the next), and the reply (_take.lua's header).
+local function finish(taken, suspect, wait, held_back, now, arrival, ahead, more)
+  if #taken > 0 then chunked('SADD', K.processing, taken) end
+  spend(taken, now, arrival, ahead)
+  if more then wake_one(K.wake) end
+  local settled = ''
+  if #taken == 0 then
+    settled = redis.call('GET', K.ordering) or ''
+    if settled == A.ordering then settled = '' end
+  end
+  return {suspect, taken, redis.call('LLEN', K.suspects), wait, held_back and '=' .. held_back or '', settled}
 end

@@ -1,4 +1,4 @@
--- _take_groups.lua (included by pop.lua): a grouped workload's take, from its groups in turn.
+-- _take_groups.lua (included by take_grouped.lua): a grouped workload's take, from its groups in turn.
 --
 -- What the workload's limits allow comes from the groups in the ring (G.ring) in turn, each
 -- giving at most its share (the take over the groups in the ring, at least 1, x its weight; a
@@ -13,25 +13,17 @@
 -- the hash holds the groups whose tokens run ahead of now; it expires a second after its times
 -- could all have passed. With priority, a group's visit takes from its priority list first
 -- (_group_rounds.lua visit_group), within the group's limits all the same.
---
--- The group lists are read whatever A.grouped says (as the priority list): entries left there
--- by a configuration that had a group column are taken, without group limits, until none are
--- left (pop.lua calls this while any group waits).
 
 -- taken: the take so far; most_taken: what the grant allows in all; wait: the grant's.
 -- Returns taken, the wait (as grant's), and the group whose own limits held the take back
 -- (false if none; a name may be '').
 local function take_groups(taken, most_taken, wait)
-  local grouped, grate, gburst, gmost = A.grouped, A.grate, A.gburst, A.gmost
+  local grate, gburst, gmost = A.grate, A.gburst, A.gmost
   local gnow = clock_us()
   local gahead = grate > 0 and gburst * 1000000 / grate or 0
   local want = most_taken - #taken
   local held_back = false
-  local woken = redis.call('ZRANGEBYSCORE', G.sleeping, '-inf', grouped and math.floor(gnow / 1000) or '+inf',
-    'LIMIT', 0, want + 8)
-  if not grouped then  -- no limits now: groups held back by the old ones go back in turn
-    for _, name in ipairs(redis.call('SPOP', G.full, want + 8)) do woken[#woken + 1] = name end
-  end
+  local woken = redis.call('ZRANGEBYSCORE', G.sleeping, '-inf', math.floor(gnow / 1000), 'LIMIT', 0, want + 8)
   if #woken > 0 then
     chunked('ZREM', G.sleeping, woken)
     chunked('RPUSH', G.ring, woken)
@@ -40,7 +32,7 @@ local function take_groups(taken, most_taken, wait)
   local quantum = math.max(1, math.floor(want / math.max(ring, 1)))
   local visits_left = math.min(2 * ring, 2 * want + 8)
   local D = {any = redis.call('EXISTS', K.dropped) == 1, left = DROPS_PER_TAKE}
-  -- With priority: the groups whose priority lists hold entries, the rest's share (pop.lua ARGV[8])
+  -- With priority: the groups whose priority lists hold entries, the rest's share (ARGV[10])
   local any_urgent = redis.call('EXISTS', G.urgent) == 1
   local T = {share = tonumber(A.priority_share) or 0, owed = 0, popped = 0, urgent = 0}
   if any_urgent and T.share > 0 then T.owed = tonumber(redis.call('GET', K.turns) or 0) end

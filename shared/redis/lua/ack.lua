@@ -10,7 +10,7 @@
 --          clock (_lib.lua completed_windows): a completion is recorded in its time's window
 -- KEYS[9]  again       HASH  id -> 1: asked for while in flight (dispatch.lua); released ones
 --          go to KEYS[10], the asked LIST the dispatcher reads, to be checked again at once
--- KEYS[11] dropped     SET   entries a take must drop (pop.lua): one this worker held and now
+-- KEYS[11] dropped     SET   entries a take must drop (_take_drops.lua): one this worker held and now
 --          releases will never be taken again, so it leaves the set here (else it stays a day)
 -- KEYS[12] priority    LIST  the priority rows' queue (dispatch.lua): while it holds entries,
 --          untouched entries go back to ITS head, the list taken first (an entry does not say
@@ -18,7 +18,7 @@
 -- KEYS[13..] the group keys (GROUP_KEYS of them, _lib.lua group_keys): a grouped workload's entries give their
 --          group's room back (group_max_in_flight); untouched ones go back to the head of their
 --          group's list (they had their group's turn and token), not to the queue
--- KEYS[14 + GROUP_KEYS] suspects  LIST  reclaimed groups (pop.lua): counted in the reply's "waiting"
+-- KEYS[14 + GROUP_KEYS] suspects  LIST  reclaimed groups (the takes): counted in the reply's "waiting"
 -- ARGV[1]  1 if these entries are everything the worker holds (a batch worker's ack), else 0
 -- ARGV[2]  number of finished entries F (written back, fenced out, malformed, or gone: the row was
 --          deleted since its dispatch)

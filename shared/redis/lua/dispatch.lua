@@ -11,9 +11,9 @@
 -- KEYS[7]  again     HASH    id -> 1: an id found in flight for ANOTHER due time (the application
 --          made its row due while it was being checked: that check's write will be fenced out);
 --          ack.lua asks for it again the moment it is released, so it is checked right after
--- KEYS[8]  dropped   SET     entries a take drops instead of starting (pop.lua): a head push
+-- KEYS[8]  dropped   SET     entries a take drops instead of starting (_take_drops.lua): a head push
 --          supersedes an id's older entry, wherever it waits, rather than waiting behind it
--- KEYS[9]  priority  LIST    the priority rows' entries (priority_column), taken first (pop.lua)
+-- KEYS[9]  priority  LIST    the priority rows' entries (priority_column), taken first (take_priority.lua)
 -- KEYS[10..] the group keys (GROUP_KEYS of them, _lib.lua), KEYS[10 + GROUP_KEYS] workers SET (idle workers woken)
 -- ARGV[1]  the pushing dispatcher's id: nothing is pushed unless it holds the lease, so a
 --          deposed leader that wakes up late cannot push (dedup would also hold; a second line)
@@ -28,7 +28,7 @@
 --          "head"), or its priority list for "priority" (_group_push.lua), the group joining the
 --          ring if its lists were empty; idle workers are woken through the wake list (one token
 --          per entry pushed, at most one per worker; for any other workload, one token: the
---          worker it wakes wakes the next if its take leaves entries, pop.lua)
+--          worker it wakes wakes the next if its take leaves entries, _take_grant.lua finish)
 -- Returns  {pushed, queue_length_after (of KEYS[9] for "priority"; for a grouped workload what
 --          waits in its groups' priority lists for "priority", else in their other lists and the
 --          queue), lost (1 if the epoch key
@@ -138,7 +138,7 @@ if grouped > 0 then
   local tokens = math.min(grouped, math.max(redis.call('SCARD', K.workers), 1)) - redis.call('LLEN', G.wake)
   for _ = 1, tokens do redis.call('RPUSH', G.wake, '~') end
 elseif pushed > 0 then
-  group_wake(G)  -- one idle worker; it wakes the next if its take leaves entries (pop.lua)
+  group_wake(G)  -- one idle worker; it wakes the next if its take leaves entries (the takes)
 end
 if redis.call('EXISTS', G.waiting) == 1 then  -- a grouped workload: what waits in its groups
   local urgent = tonumber(redis.call('GET', G.urgent_waiting) or 0)

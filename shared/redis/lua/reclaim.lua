@@ -8,7 +8,7 @@
 -- KEYS[6]  workers     SET     registered workers (the dead one is removed)
 -- KEYS[7]  quarantine  HASH    id -> entry, for ids to be parked in MySQL
 -- KEYS[8]  stats       HASH    counters "reclaimed", "poisoned"
--- KEYS[9]  running     HASH    worker -> checks it may be running (max_in_flight, pop.lua): the
+-- KEYS[9]  running     HASH    worker -> checks it may be running (max_in_flight, the takes): the
 --          dead worker's checks ended with it
 -- KEYS[10..] the group keys (GROUP_KEYS of them, _lib.lua group_keys): an entry set aside for quarantine gives its
 --          group's room back; reclaimed ones keep it (still in transit: their next holder's ack

@@ -1,0 +1,142 @@
+"""One take script per ordering (issue 46, item 3): each take reads its own ordering's lists only,
+and the leader settles what an older configuration left in the others, once (settle.lua), when
+it takes the lease. Only a real Redis, no MySQL, on a clock the test sets."""
+
+from __future__ import annotations
+
+from recheck.shared.redis.store import Counts, Store
+from tests.scripts.conftest import OWNER, Clock
+
+ACME, GLOBEX = b"acme".hex().encode(), b"globex".hex().encode()
+GROUPS = {"group_column": "merchant"}
+PRIORITY = {"priority_column": "express"}
+
+
+def entries(first: int, count: int, group: bytes | None = None) -> list[bytes]:
+    tail = b":" + group if group else b""
+    return [b"%d:1000%s" % (i, tail) for i in range(first, first + count)]
+
+
+def ids(taken: list[bytes]) -> list[int]:
+    return [int(entry.split(b":")[0]) for entry in taken]
+
+
+def take_all(store: Store, worker: str = "w1") -> list[int]:
+    got: list[bytes] = []
+    while batch := store.take(worker, 1000).entries:
+        got += batch
+    return ids(got)
+
+
+def test_each_ordering_takes_from_its_own_lists_only(make_store):
+    """A fifo take does not read the priority list, nor a priority take the groups' lists: what
+    waits there waits for the leader's settling, not for every take to look."""
+    clock = Clock()
+    with_priority = make_store(clock, **PRIORITY, priority_share=0.0)
+    with_priority.push(OWNER, entries(9, 1))  # (a priority page lands here while both are empty)
+    with_priority.push(OWNER, entries(1, 3), priority=True)
+    fifo = make_store(clock)
+    assert fifo.take("w1", 10).entries == entries(9, 1)  # the queue only
+    assert fifo.take("w1", 10).entries == []
+    grouped = make_store(clock, **GROUPS)
+    grouped.push(OWNER, entries(10, 2, ACME))
+    assert with_priority.take("w1", 10).entries == entries(1, 3)  # its own lists, not the groups'
+    assert ids(grouped.take("w1", 10).entries) == [10, 11]
+
+
+def test_priority_removed_the_priority_entries_go_first_in_the_queue_once(make_store):
+    clock = Clock()
+    before = make_store(clock, **PRIORITY)
+    assert before.settle().now == "priority"
+    before.push(OWNER, entries(1, 3))  # first: a priority page lands here while both are empty
+    before.push(OWNER, entries(4, 3), priority=True)
+    fifo = make_store(clock)
+    done = fifo.settle()
+    assert (done.before, done.now, done.moved, done.released) == ("priority", "fifo", 3, 0)
+    assert take_all(fifo) == [4, 5, 6, 1, 2, 3]  # the priority rows first, in their order
+    assert fifo.settle().changed is False  # settled: one read, nothing moved
+    assert fifo.client.get(fifo.keys.ordering) == b"fifo"
+
+
+def test_groups_removed_every_groups_entries_go_to_the_queue_held_back_or_not(make_store):
+    """Groups in the ring, asleep (rate) and full (room), with priority lists: all their entries
+    reach the plain lists, the groups' state goes; entries workers hold keep what their ack needs."""
+    clock = Clock()
+    grouped = make_store(clock, **GROUPS, **PRIORITY, group_max_in_flight=1)
+    grouped.settle()
+    grouped.push(OWNER, entries(1, 4, ACME))
+    grouped.push(OWNER, entries(10, 2, ACME), priority=True)
+    grouped.push(OWNER, entries(20, 3, GLOBEX))
+    held = grouped.take("w1", 2).entries  # one of each: both groups full now
+    assert sorted(ids(held)) == [10, 20]
+    plain = make_store(clock, **PRIORITY)
+    done = plain.settle()
+    assert (done.before, done.moved, done.released) == ("groups with priority", 7, 0)
+    assert plain.client.lrange(plain.keys.priority_queue, 0, -1) == entries(11, 1)
+    assert sorted(take_all(plain)) == [1, 2, 3, 4, 11, 21, 22]
+    keys = plain.keys
+    for gone in (
+        keys.group_ring,
+        keys.groups_full,
+        keys.groups_sleeping,
+        keys.groups_waiting,
+        keys.groups_urgent,
+    ):
+        assert not plain.client.exists(gone), gone
+    assert all(plain.client.hmget(keys.group_of, held))  # the held entries' groups, for their acks
+    assert plain.acknowledge("w1", held, [], Counts(checked=2), whole=False).still_held == 2
+    assert not any(
+        plain.client.hmget(keys.group_of, held) + plain.client.hmget(keys.groups_running, [ACME, GLOBEX])
+    )
+
+
+def test_going_to_groups_the_plain_entries_are_released_to_be_read_again_with_their_groups(make_store):
+    """A plain entry does not say its group: released (its id leaves inflight, an id asked for
+    meanwhile is asked again, a drop mark goes), the new leader's rewound pass pushes it again."""
+    clock = Clock()
+    plain = make_store(clock, **PRIORITY)
+    plain.settle()
+    plain.push(OWNER, entries(1, 3))
+    plain.push(OWNER, entries(4, 2), priority=True)
+    keys = plain.keys
+    plain.client.hset(keys.again, b"2", b"1")
+    plain.client.sadd(keys.dropped, b"3:1000")
+    grouped = make_store(clock, **GROUPS)
+    done = grouped.settle()
+    assert (done.before, done.now, done.moved, done.released) == ("priority", "groups", 0, 5)
+    assert grouped.client.hlen(keys.inflight) == 0
+    assert grouped.client.lrange(keys.asked, 0, -1) == [b"2"]
+    assert not grouped.client.exists(keys.dropped, keys.queue, keys.priority_queue)
+    grouped.push(OWNER, entries(1, 3, ACME))  # the pass reads them again, with their groups
+    assert take_all(grouped) == [1, 2, 3]
+
+
+def test_a_big_backlog_is_settled_in_several_calls_nothing_lost_or_doubled(make_store):
+    clock = Clock()
+    before = make_store(clock, **PRIORITY)
+    before.settle()
+    before.push(OWNER, entries(30_001, 2))  # first: a priority page lands here while both are empty
+    for start in range(1, 25_001, 5000):
+        before.push(OWNER, entries(start, 5000), priority=True)
+    fifo = make_store(clock)
+    done = fifo.settle()  # 10,000 entries a script call: three calls
+    assert done.moved == 25_000
+    assert fifo.client.llen(fifo.keys.queue) == 25_002
+    assert ids(fifo.client.lrange(fifo.keys.queue, 0, 2)) == [1, 2, 3]
+    assert ids(fifo.client.lrange(fifo.keys.queue, -3, -1)) == [25_000, 30_001, 30_002]
+
+
+def test_an_empty_take_tells_a_worker_whose_settings_order_the_workload_otherwise(make_store):
+    clock = Clock()
+    leader = make_store(clock, **PRIORITY)
+    worker = make_store(clock)
+    assert worker.take("w1", 10).settled == ""  # nothing recorded yet (an older leader)
+    leader.settle()
+    leader.push(OWNER, entries(9, 1))
+    leader.push(OWNER, entries(1, 2), priority=True)
+    assert worker.take("w1", 10).entries == entries(9, 1)
+    assert worker.take("w1", 10).settled == "priority"  # its lists are not the ones filled
+    assert leader.take("w2", 1).settled == ""
+    leader.push(OWNER, entries(5, 1))
+    assert worker.take("w1", 10).entries == entries(5, 1)  # a take that found work says nothing
+    assert worker.take("w1", 10).settled == "priority"
