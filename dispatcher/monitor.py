@@ -103,16 +103,16 @@ class Monitor:
         if facts.interval_range_s:
             m.interval.set(facts.interval_range_s[0])
         m.queue_depth.set(facts.queue_depth)
-        m.priority_depth.set(facts.priority_depth)
-        m.groups_open.set(facts.groups_open)
+        m.priority_depth.set(facts.priority.depth if facts.priority else 0)
+        m.groups_open.set(facts.groups.open if facts.groups else 0)
         m.in_flight.set(facts.in_flight)
         m.live_workers.set(facts.live_workers)
         m.quarantined_rows.set(facts.quarantined)
         m.paused_rows.set(facts.paused)
-        if facts.once:
-            m.dead_rows.set(facts.dead)
-            if facts.pending is not None:
-                m.pending_rows.set(facts.pending)
+        if facts.one_shot:
+            m.dead_rows.set(facts.one_shot.dead)
+            if facts.one_shot.pending is not None:
+                m.pending_rows.set(facts.one_shot.pending)
         m.limited.set(1 if facts.limited_by else 0)
         m.rate_limit.set(facts.rate_limit)
         if facts.failing_rows is not None:

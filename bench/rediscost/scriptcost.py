@@ -48,10 +48,10 @@ def script_usec(client: RedisClient) -> int:
 
 
 def one_round(settings: Workload, first_id: int, rows: int, batch: int) -> tuple[dict[str, float], int]:
-    """µs per id of dispatch, pop (the takes) and ack over one round of `rows` ids, the queue kept
-    at most `high_water` deep as the dispatcher keeps it (so the in-flight hash is as large as in
-    a drain, not `rows`); and how many script calls other clients made meanwhile (their time is
-    in the figures)."""
+    """µs per id of dispatch, take (the ordering's take script) and ack over one round of `rows`
+    ids, the queue kept at most `high_water` deep as the dispatcher keeps it (so the in-flight
+    hash is as large as in a drain, not `rows`); and how many script calls other clients made
+    meanwhile (their time is in the figures)."""
     store = open_store(connect_redis(settings.deployment), settings)
     client = store.client
     store.clear()
@@ -59,7 +59,7 @@ def one_round(settings: Workload, first_id: int, rows: int, batch: int) -> tuple
         raise RuntimeError("the bench's dispatcher lease is held by another process")
     page, high_water = settings.dispatch_batch, settings.high_water
     entries = [b"%d:%d" % (first_id + i, DUE_MS + i) for i in range(rows)]
-    spent = {"dispatch": 0, "pop": 0, "ack": 0}
+    spent = {"dispatch": 0, "take": 0, "ack": 0}
     pushed, taken, ours = 0, 0, 0
     first_calls, _ = script_stats(client)
     while taken < rows:
@@ -74,7 +74,7 @@ def one_round(settings: Workload, first_id: int, rows: int, batch: int) -> tuple
         if not got:
             raise RuntimeError(f"the queue ran dry after {taken:,} of the {pushed:,} ids pushed")
         store.acknowledge(WORKER, got, [], Counts(checked=len(got)), whole=True)
-        spent["pop"] += between - before
+        spent["take"] += between - before
         spent["ack"] += script_usec(client) - between
         taken, ours = taken + len(got), ours + 2
     last_calls, _ = script_stats(client)
@@ -95,7 +95,7 @@ def run_script_bench(
         rate_limit=0.0,
         max_in_flight=0,
     )
-    figures: dict[str, list[float]] = {"dispatch": [], "pop": [], "ack": []}
+    figures: dict[str, list[float]] = {"dispatch": [], "take": [], "ack": []}
     foreign = 0
     for number in range(rounds):
         say(f"  round {number + 1} of {rounds}: {rows:,} ids pushed, taken {batch:,} at a time, acknowledged")

@@ -249,7 +249,8 @@ class Runner:
     def rows_line(workload: Workload, facts: StatusFacts, age: float, stale: int) -> str:
         """The summary's line about the rows, as the workload's rhythm makes sense of them."""
         if not lifecycle_of(workload).has_rhythm:
-            return f"rows {facts.rows:,}; pending {facts.pending:,}; dead {facts.dead:,}"
+            pending = facts.one_shot.pending if facts.one_shot else None
+            return f"rows {facts.rows:,}; pending {pending or 0:,}; dead {facts.dead:,}"
         failing = f"failing now: {facts.failing_rows:,}"
         if rhythm_of(workload).calendar:
             return f"rows {facts.rows:,}, each on its calendar ({facts.schedule}); {failing}"

@@ -125,7 +125,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     code = NOT_FRESH if not fresh else max((exit_code(facts) for facts in every.values()), default=0)
     if args.json:  # one shape whatever the number of workloads: each under its name
         shown = {name: facts.as_json() for name, facts in every.items()}
-        dead = sum(facts.dead or 0 for facts in every.values())
+        dead = sum(facts.dead for facts in every.values())
         print(json.dumps({"fresh": fresh, "dead": dead, "workloads": shown}, indent=2))
     else:
         named = len(every) > 1

@@ -185,6 +185,60 @@ class ErrorGroup(Record):
 
 
 @dataclass
+class OneShotFacts(Record):
+    """A one-shot workload's section (once = true): rows still to do (capped like the other
+    counts), and dead ones (failed max_attempts times) with the first few of them."""
+
+    pending: int | None = None
+    dead: int = 0
+    dead_ids: list[dict[str, Any]] = field(default_factory=list)  # {"id", "fails", "error"}
+
+    def flat(self, present: bool = True) -> dict[str, Any]:
+        return {
+            "once": present,
+            "pending": self.pending,
+            "dead": self.dead,
+            "dead_ids": _plain(self.dead_ids),
+        }
+
+
+@dataclass
+class PriorityFacts(Record):
+    """A priority ordering's section (docs/priorities.md)."""
+
+    column: str = ""  # rows whose column is 1 go first
+    share: float = 0.0  # of each take, kept for the rest while both wait
+    depth: int = 0  # of queue_depth, priority rows' entries
+
+    def flat(self) -> dict[str, Any]:
+        return {"priority_depth": self.depth, "priority_column": self.column, "priority_share": self.share}
+
+
+@dataclass
+class GroupFacts(Record):
+    """A grouped ordering's section (group_column, docs/groups.md): its limits per group, the
+    groups with rows waiting, how many of them their own limits hold back, and the biggest of those."""
+
+    column: str = ""
+    rate_limit: float = 0.0
+    max_in_flight: int = 0
+    waiting: int = 0
+    at_rate: int = 0
+    at_room: int = 0
+    held: list[dict[str, Any]] = field(default_factory=list)  # {"group", "waiting"}
+    open: int = 0  # groups whose breaker is open (group_breaker_failures)
+    open_names: list[str] = field(default_factory=list)  # the first few of them
+
+    def flat(self) -> dict[str, Any]:
+        return {
+            "group_column": self.column, "group_rate_limit": self.rate_limit,
+            "group_max_in_flight": self.max_in_flight, "groups_waiting": self.waiting,
+            "groups_at_rate": self.at_rate, "groups_at_room": self.at_room, "groups_held": _plain(self.held),
+            "groups_open": self.open, "groups_open_names": list(self.open_names),
+        }  # fmt: skip
+
+
+@dataclass
 class StatusFacts(Record):
     """Every fact `recheck status`, the dashboard and `recheck run`'s live line show of one
     workload (views/status.py gathers them; the figures a sample refreshes less often are None
@@ -211,32 +265,18 @@ class StatusFacts(Record):
     overdue_interval: int = 0
     quarantined: int = 0
     paused: int = 0
-    # One-shot workloads (once = true): rows still to do (capped like the other counts), and dead
-    # ones (failed max_attempts times) with the first few of them.
-    once: bool = False
     schedule: str = ""  # a scheduled workload's rhythm as its start line says it (docs/schedules.md)
-    pending: int | None = None
-    dead: int = 0
-    dead_ids: list[dict[str, Any]] = field(default_factory=list)  # {"id", "fails", "error"}
+    # The sections of its policies (shared/policies): a one-shot lifecycle's, a priority
+    # ordering's, a grouped one's; None where the workload has no such policy. as_json writes
+    # their fields flat, under the names they always had (once, pending, priority_column, ...).
+    one_shot: OneShotFacts | None = None
     failing_rows: int | None = None
     due_ahead_unchecked: int | None = None  # never checked, due beyond their interval
     quarantined_ids: list[dict[str, Any]] = field(default_factory=list)  # {"id", "reason"}
     failing: list[dict[str, Any]] = field(default_factory=list)  # {"id", "fails", "error"} (sampled)
     queue_depth: int = 0
-    priority_depth: int = 0  # of queue_depth, priority rows' entries (priority_column)
-    priority_column: str = ""  # rows whose column is 1 go first (docs/priorities.md)
-    priority_share: float = 0.0  # of each take, kept for the rest while both wait
-    # A grouped workload (group_column, docs/groups.md): its limits per group, the groups with
-    # rows waiting, how many of them their own limits hold back, and the biggest of those.
-    group_column: str = ""
-    group_rate_limit: float = 0.0
-    group_max_in_flight: int = 0
-    groups_waiting: int = 0
-    groups_at_rate: int = 0
-    groups_at_room: int = 0
-    groups_held: list[dict[str, Any]] = field(default_factory=list)  # {"group", "waiting"}
-    groups_open: int = 0  # groups whose breaker is open (group_breaker_failures)
-    groups_open_names: list[str] = field(default_factory=list)  # the first few of them
+    priority: PriorityFacts | None = None
+    groups: GroupFacts | None = None
     suspects: int = 0
     in_flight: int = 0
     live_workers: int = 0
@@ -262,9 +302,25 @@ class StatusFacts(Record):
     lateness_p99_s: float | None = None
     sampled_at: float | None = None  # Unix time of a sample
 
+    @property
+    def dead(self) -> int:
+        """Dead rows (a one-shot workload's; 0 for any other)."""
+        return self.one_shot.dead if self.one_shot else 0
+
     def as_json(self) -> dict[str, Any]:
-        """As users see it: a sample's workers without their bulky histograms."""
-        data = super().as_json()
+        """As users see it: each policy's section flat under its fields' JSON names (defaults
+        where the workload has no such policy), a sample's workers without their bulky histograms."""
+        sections = {
+            "one_shot": (self.one_shot or OneShotFacts()).flat(present=self.one_shot is not None),
+            "priority": (self.priority or PriorityFacts()).flat(),
+            "groups": (self.groups or GroupFacts()).flat(),
+        }
+        data: dict[str, Any] = {}
+        for name, value in super().as_json().items():
+            if name in sections:
+                data.update(sections[name])
+            else:
+                data[name] = value
         if self.sampled_at is not None:
             for worker in data["workers"]:
                 worker.pop("lateness_buckets", None)

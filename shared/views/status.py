@@ -20,10 +20,21 @@ import time
 
 from recheck.shared.config import DEFAULT_WORKLOAD, Workload, redact_url
 from recheck.shared.core.failures import Recent, failing
-from recheck.shared.core.records import ErrorGroup, Freshness, Overdue, StatusFacts, WorkerBeat
+from recheck.shared.core.limits import GroupLimit
+from recheck.shared.core.records import (
+    ErrorGroup,
+    Freshness,
+    GroupFacts,
+    OneShotFacts,
+    Overdue,
+    PriorityFacts,
+    StatusFacts,
+    WorkerBeat,
+)
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rows import Rows
-from recheck.shared.policies.lifecycle import rhythm_of
+from recheck.shared.policies.lifecycle import lifecycle_of, rhythm_of
+from recheck.shared.policies.ordering import ordering_of
 from recheck.shared.redis.store import Store
 from recheck.shared.views.buckets import SECONDS_BUCKETS, quantile
 
@@ -142,7 +153,6 @@ def gather(
             for i, reason in (rows.quarantined(limit=20) if quarantined else [])
         ],
         queue_depth=overview.queue_depth,
-        priority_depth=overview.priority_depth,
         suspects=overview.suspects,
         in_flight=overview.in_flight,
         live_workers=len(workers),
@@ -158,31 +168,27 @@ def gather(
         last_error=next((w.last_error for w in workers if w.last_error), None),
         errors=error_groups(store, fresh.db_epoch),
         rate_limit=workload.rate_limit,
-        priority_column=workload.priority_column,
-        priority_share=workload.priority_share,
         max_in_flight=workload.max_in_flight,
         limited_by=limited_by(workers),
     )
-    if workload.group_column:
-        groups = store.group_overview()
-        facts.group_column = workload.group_column
-        facts.group_rate_limit = workload.group_rate_limit
-        facts.group_max_in_flight = workload.group_max_in_flight
-        facts.groups_waiting, facts.groups_at_rate, facts.groups_at_room = groups[:3]
-        facts.groups_held = [{"group": name, "waiting": size} for name, size in groups.biggest]
-        facts.groups_open, facts.groups_open_names = groups.open_count, list(groups.open)
+    ordering = ordering_of(workload)
+    if ordering.priority_by:
+        share, depth = ordering.rest_share or 0.0, overview.priority_depth
+        facts.priority = PriorityFacts(ordering.priority_by, share, depth)
+    if ordering.group_by and ordering.group_limit:
+        facts.groups = group_facts(ordering.group_by, ordering.group_limit, store)
     rhythm = rhythm_of(workload)
     if rhythm.calendar:
         facts.schedule = rhythm.says
-    if workload.once:
-        facts.once = True
-        facts.pending = rows.count_pending(cap)
-        facts.dead = rows.count_dead()
-        facts.dead_ids = (
-            [{"id": shown_key(i), "fails": int(n), "error": error} for i, n, error in rows.dead(limit=20)]
-            if facts.dead
-            else []
-        )
+    if lifecycle_of(workload).one_shot:
+        dead = rows.count_dead()
+        facts.one_shot = OneShotFacts(
+            pending=rows.count_pending(cap),
+            dead=dead,
+            dead_ids=[
+                {"id": shown_key(i), "fails": int(n), "error": error} for i, n, error in rows.dead(limit=20)
+            ] if dead else [],
+        )  # fmt: skip
     facts.dispatchers = store.live_dispatchers()
     facts.live_dispatchers = len(facts.dispatchers)
     facts.fresh = facts.overdue_waiting == 0 and not facts.checks_failing
@@ -190,6 +196,22 @@ def gather(
         round(facts.rows / workload.interval, 1) if facts.rows and not facts.schedule else None
     )
     return facts
+
+
+def group_facts(column: str, limit: GroupLimit, store: Store) -> GroupFacts:
+    """A grouped workload's section: its limits per group and what its groups' lists hold."""
+    groups = store.group_overview()
+    return GroupFacts(
+        column=column,
+        rate_limit=limit.rate,
+        max_in_flight=limit.in_flight,
+        waiting=groups.waiting,
+        at_rate=groups.at_rate,
+        at_room=groups.at_room,
+        held=[{"group": name, "waiting": size} for name, size in groups.biggest],
+        open=groups.open_count,
+        open_names=list(groups.open),
+    )
 
 
 def limited_by(workers: list[WorkerBeat]) -> str:
@@ -314,7 +336,7 @@ def capped(count: int, facts: StatusFacts) -> str:
 def rhythm(facts: StatusFacts) -> str:
     """'every 10 s', or the range of the rows' own intervals ('every 5-60 s'); 'one-shot rows'; a
     calendar schedule ("each row's schedule (cron) in time zone UTC")."""
-    if facts.once:
+    if facts.one_shot:
         return "one-shot rows"
     if facts.schedule:
         return facts.schedule
@@ -400,8 +422,8 @@ def dead_line(facts: StatusFacts) -> str:
 def waiting_reason(facts: StatusFacts) -> str:
     """Why ids wait in the queue while workers live: the limits, or workers that are behind."""
     queued = f"{facts.queue_depth:,} ids waiting"
-    if facts.priority_depth:
-        queued += f" ({facts.priority_depth:,} priority rows first)"
+    if facts.priority and facts.priority.depth:
+        queued += f" ({facts.priority.depth:,} priority rows first)"
     if facts.limited_by == "backoff":
         return (f"backing off a failing provider: {queued} while workers probe with a few checks a "
                 "second until they succeed (backoff_threshold)")  # fmt: skip
@@ -410,38 +432,38 @@ def waiting_reason(facts: StatusFacts) -> str:
         return f"rate-limited: {queued} for tokens (rate_limit {facts.rate_limit:g}/s{needs})"
     if facts.limited_by == "in_flight":
         return f"limited: {queued} while max_in_flight ({facts.max_in_flight}) checks run"
-    if facts.limited_by.startswith("group "):
-        return f"limited by {facts.limited_by}: {queued}, {held_groups(facts)}"
+    if facts.limited_by.startswith("group ") and facts.groups:
+        return f"limited by {facts.limited_by}: {queued}, {held_groups(facts.groups)}"
     return f"{queued} for a worker: workers are behind"
 
 
-def held_groups(facts: StatusFacts) -> str:
+def held_groups(groups: GroupFacts) -> str:
     """ "150 of 201 groups held back by their own limits (group_rate_limit 5/s); e.g. big (19,210
     waiting)"."""
     limits = [
-        *([f"group_rate_limit {facts.group_rate_limit:g}/s"] if facts.group_rate_limit else []),
-        *([f"group_max_in_flight {facts.group_max_in_flight}"] if facts.group_max_in_flight else []),
+        *([f"group_rate_limit {groups.rate_limit:g}/s"] if groups.rate_limit else []),
+        *([f"group_max_in_flight {groups.max_in_flight}"] if groups.max_in_flight else []),
     ]
     text = (
-        f"{facts.groups_at_rate + facts.groups_at_room:,} of {facts.groups_waiting:,} groups held back by "
+        f"{groups.at_rate + groups.at_room:,} of {groups.waiting:,} groups held back by "
         f"their own limits ({', '.join(limits) or 'none set'})"
     )
-    if facts.groups_held:
-        text += "; e.g. " + ", ".join(f"{g['group']} ({g['waiting']:,} waiting)" for g in facts.groups_held)
-    if facts.groups_open:
-        text += f"; breaker open for {facts.groups_open:,}: " + ", ".join(facts.groups_open_names)
+    if groups.held:
+        text += "; e.g. " + ", ".join(f"{g['group']} ({g['waiting']:,} waiting)" for g in groups.held)
+    if groups.open:
+        text += f"; breaker open for {groups.open:,}: " + ", ".join(groups.open_names)
     return text
 
 
-def groups_line(facts: StatusFacts) -> str:
-    return f"  groups            by {facts.group_column}: {held_groups(facts)}"
+def groups_line(groups: GroupFacts) -> str:
+    return f"  groups            by {groups.column}: {held_groups(groups)}"
 
 
-def priority_line(facts: StatusFacts) -> str:
+def priority_line(priority: PriorityFacts) -> str:
     """Which rows go first, what the rest keep, and how many priority rows wait."""
     return (
-        f"  priority          {facts.priority_column} = 1 first ({facts.priority_depth:,} waiting); "
-        f"{facts.priority_share:.0%} of takes kept for the rest"
+        f"  priority          {priority.column} = 1 first ({priority.depth:,} waiting); "
+        f"{priority.share:.0%} of takes kept for the rest"
     )
 
 
@@ -477,15 +499,15 @@ def render(facts: StatusFacts, workload: str | None = None) -> str:
         f"  quarantined       {n(facts.quarantined)}   paused {n(facts.paused)}",
         *(
             [
-                f"  one-shot          pending {n(facts.pending)}   dead {n(facts.dead)}"
+                f"  one-shot          pending {n(facts.one_shot.pending)}   dead {n(facts.dead)}"
                 f"   done {facts.checks_per_second:,.0f}/s"
             ]
-            if facts.once
+            if facts.one_shot
             else []
         ),
         f"  queue depth       {n(facts.queue_depth)}   suspects {n(facts.suspects)}",
-        *([priority_line(facts)] if facts.priority_column else []),
-        *([groups_line(facts)] if facts.group_column else []),
+        *([priority_line(facts.priority)] if facts.priority else []),
+        *([groups_line(facts.groups)] if facts.groups else []),
         f"  in flight         {n(facts.in_flight)}",
         f"  live workers      {facts.live_workers}   dispatchers {facts.live_dispatchers}"
         f" (leader {facts.leader or 'none'})",
@@ -498,7 +520,7 @@ def render(facts: StatusFacts, workload: str | None = None) -> str:
         )
     for row in facts.quarantined_ids:
         lines.append(f"    quarantined id {row['id']}: {row['reason']}")
-    for row in facts.dead_ids:
+    for row in facts.one_shot.dead_ids if facts.one_shot else []:
         lines.append(f"    dead id {row['id']} after {row['fails']} failures: {row['error']}")
     if facts.errors:
         lines.append("  failures in the last hour, by error:")

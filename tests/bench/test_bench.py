@@ -119,7 +119,7 @@ def test_the_script_bench_moves_every_id_through_the_three_scripts_and_leaves_no
     small = settings.evolve(high_water=1500, dispatch_batch=500)  # pushes between takes, as a drain
     results = run_script_bench(small, rows=6000, rounds=2, batch=400, out=tmp_path, say=said.append)
     costs = {r.script: r for r in results}
-    assert list(costs) == ["dispatch", "pop", "ack", "all three"]
+    assert list(costs) == ["dispatch", "take", "ack", "all three"]
     for cost in results:
         assert 0 < cost.us_per_id_least <= cost.us_per_id_median, cost  # Redis counted each script
     (written,) = tmp_path.glob("bench-scripts-*.json")

@@ -39,3 +39,15 @@ def test_groups_with_priority_keep_both_the_priority_pass_and_each_groups_limits
     )
     assert both.rest_share == 0.1 and both.group_limit == GroupLimit(0.0, 10)
     assert both.queued(b"42:1700000000000:3432") == b"42:1700000000000"
+
+
+def test_each_ordering_has_its_own_take_script_and_both_grouped_ones_share_one():
+    scripts = {
+        o.name: o.take_script
+        for o in (ordering(), ordering(priority_column="urgent"), ordering(group_column="merchant_id"),
+                  ordering(group_column="merchant_id", priority_column="express"))
+    }  # fmt: skip
+    assert scripts == {
+        "fifo": "take_fifo", "priority": "take_priority", "groups": "take_grouped",
+        "groups with priority": "take_grouped",
+    }  # fmt: skip

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import json
 
-from recheck.shared.core.records import DispatcherBeat, ErrorGroup, Freshness, StatusFacts, WorkerBeat
+from recheck.shared.core.records import (
+    DispatcherBeat,
+    ErrorGroup,
+    Freshness,
+    GroupFacts,
+    OneShotFacts,
+    PriorityFacts,
+    StatusFacts,
+    WorkerBeat,
+)
 
 
 def test_a_heartbeat_round_trips_through_json_with_its_documented_keys():
@@ -45,6 +54,40 @@ def test_status_facts_as_json_keep_their_keys_and_nest_their_records():
     facts.sampled_at = 1.0
     assert "lateness_buckets" not in facts.as_json()["workers"][0]  # a sample leaves the bulk out
     json.dumps(data)  # plain JSON all the way down
+
+
+# The keys `recheck status --json` and /api/status gave before the policies' sections (issue 46).
+FLAT_SECTION_KEYS = [
+    "once", "pending", "dead", "dead_ids", "priority_depth", "priority_column", "priority_share",
+    "group_column", "group_rate_limit", "group_max_in_flight", "groups_waiting", "groups_at_rate",
+    "groups_at_room", "groups_held", "groups_open", "groups_open_names",
+]  # fmt: skip
+
+
+def test_the_policies_sections_are_written_flat_under_their_old_names():
+    plain = StatusFacts(table="db.t").as_json()
+    assert not any(isinstance(value, dict) for key, value in plain.items() if key != "counters")
+    assert {key: plain[key] for key in FLAT_SECTION_KEYS} == {
+        "once": False, "pending": None, "dead": 0, "dead_ids": [], "priority_depth": 0, "priority_column": "",
+        "priority_share": 0.0, "group_column": "", "group_rate_limit": 0.0, "group_max_in_flight": 0,
+        "groups_waiting": 0, "groups_at_rate": 0, "groups_at_room": 0, "groups_held": [], "groups_open": 0,
+        "groups_open_names": [],
+    }  # fmt: skip
+    assert not {"one_shot", "priority", "groups"} & set(plain)
+    every = StatusFacts(
+        one_shot=OneShotFacts(pending=5, dead=1, dead_ids=[{"id": "7", "fails": 3, "error": "E"}]),
+        priority=PriorityFacts(column="express", share=0.25, depth=9),
+        groups=GroupFacts(column="merchant", rate_limit=5.0, waiting=3, held=[{"group": "a", "waiting": 2}],
+                          open=1, open_names=["a"]),
+    ).as_json()  # fmt: skip
+    assert (every["once"], every["pending"], every["dead"], every["dead_ids"][0]["id"]) == (True, 5, 1, "7")
+    priority = (every["priority_column"], every["priority_share"], every["priority_depth"])
+    assert priority == ("express", 0.25, 9)
+    assert (every["group_column"], every["group_rate_limit"], every["groups_held"]) == (
+        "merchant", 5.0, [{"group": "a", "waiting": 2}])  # fmt: skip
+    assert (every["groups_open"], every["groups_open_names"]) == (1, ["a"])
+    assert list(every) == list(plain)  # the same keys in the same order
+    json.dumps(every)
 
 
 def test_a_shared_freshness_sample_reads_back():

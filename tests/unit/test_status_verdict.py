@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from recheck.shared.core.records import StatusFacts, WorkerBeat
+from recheck.shared.core.records import OneShotFacts, StatusFacts, WorkerBeat
 from recheck.shared.views.status import headline, limited_by, split_overdue, verdict, waiting_reason
 
 
@@ -66,9 +66,10 @@ def test_dead_rows_are_not_reported_healthy():
     """Issue 45, item 9: with dead rows status said "every row fresh" and exited 0."""
     from recheck.shared.views.status import DEAD_ROWS, NOT_FRESH, exit_code
 
-    dead = facts(fresh=True, once=True, dead=384)
+    dead = facts(fresh=True, one_shot=OneShotFacts(dead=384))
     assert headline(dead) == "384 dead rows"
     assert verdict(dead).startswith("DEAD ROWS: 384 dead rows") and "recheck retry" in verdict(dead)
     assert exit_code(dead) == DEAD_ROWS
-    assert exit_code(facts(fresh=True, once=True)) == 0
-    assert exit_code(facts(fresh=False, overdue_waiting=3, dead=384)) == NOT_FRESH  # the more urgent
+    assert exit_code(facts(fresh=True, one_shot=OneShotFacts())) == 0
+    overdue_and_dead = facts(fresh=False, overdue_waiting=3, one_shot=OneShotFacts(dead=384))
+    assert exit_code(overdue_and_dead) == NOT_FRESH  # the more urgent
