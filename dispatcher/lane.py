@@ -110,10 +110,10 @@ class DispatchLane:
         """One page if this dispatcher leads the workload; None if it does not."""
         if not self.lease.held:
             return None
-        if self.unsettled:
-            self.settle()
         self.paging_since = time.monotonic()
         try:
+            if self.unsettled:
+                self.settle()
             return min(one.poll() for one in self.passes)
         except NotLeader:
             self.lease.deposed()
@@ -165,8 +165,11 @@ class DispatchLane:
         """A new leader's lists made right for its ordering before its first push (settle.lua):
         what an older configuration left in lists this ordering's takes do not read is moved,
         or released and read again by the rewound passes. Said in one line when it did any.
-        An outage midway: the next poll settles again (it pushes nothing before)."""
-        done = self.store.settle()
+        An outage midway: the next poll settles again (it pushes nothing before); the lease lost
+        meanwhile: NotLeader, as a push would raise (nothing moved without it)."""
+        done = self.store.settle(self.service.id)
+        if done is None:
+            raise NotLeader(self.service.id)
         self.unsettled = False
         if done.changed and (done.before or done.moved or done.released):
             log.warning(

@@ -345,24 +345,26 @@ class Store:
         for keys in reversed(self.partitions):  # the first last: nobody takes it while others are held
             self._lease(keys, owner, 0, "release")
 
-    def settle(self) -> Settled:
+    def settle(self, owner: str) -> Settled | None:
         """Make each partition's lists right for this store's ordering (settle.lua): the leader,
         once it holds the lease and before it pushes. Entries an older configuration left in
         lists this ordering's take does not read are moved where it reads them, or released to
         be read again from MySQL (going to groups); up to 10,000 entries a script call, called
-        again until done. Nothing to do when the partition was settled for this ordering already (one
-        read)."""
+        again until done. Nothing to do when a partition was settled for this ordering already
+        (one read). None if `owner` does not hold a partition's lease (nothing moved there)."""
         o = self.ordering
-        flags = [o.name, "1" if o.priority_by else "", "1" if o.group_by else ""]
+        args = [o.name, "1" if o.priority_by else "", "1" if o.group_by else "", owner]
         moved = released = 0
         before = ""
         for k in self.partitions:
             keys = [
                 k.ordering, k.queue, k.priority_queue, k.turns, k.inflight, k.again, k.asked, k.dropped,
-                k.group_rates, *k.group_keys(),
+                k.group_rates, k.leader, *k.group_keys(),
             ]  # fmt: skip
             while True:
-                part_moved, part_released, done, was = self._run("settle", keys, flags)
+                part_moved, part_released, done, was = self._run("settle", keys, args)
+                if part_moved < 0:
+                    return None
                 moved, released = moved + part_moved, released + part_released
                 before = before or was.decode()
                 if done:

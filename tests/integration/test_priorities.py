@@ -116,7 +116,8 @@ def test_a_workload_without_a_priority_column_takes_what_the_priority_list_held_
     store.client.rpush(store.keys.priority_queue, b"7:1000")
     store.client.hset(store.keys.inflight, b"7", b"1000")
     store.client.rpush(store.keys.queue, b"8:1000")
-    assert store.settle().moved == 1
+    take_lease(settings)
+    assert store.settle(TEST_LEADER).moved == 1
     assert store.take("w1", 5).entries == [b"7:1000", b"8:1000"]
     assert store.queue_depth() == 0
 

@@ -47,14 +47,14 @@ def test_each_ordering_takes_from_its_own_lists_only(make_store):
 def test_priority_removed_the_priority_entries_go_first_in_the_queue_once(make_store):
     clock = Clock()
     before = make_store(clock, **PRIORITY)
-    assert before.settle().now == "priority"
+    assert before.settle(OWNER).now == "priority"
     before.push(OWNER, entries(1, 3))  # first: a priority page lands here while both are empty
     before.push(OWNER, entries(4, 3), priority=True)
     fifo = make_store(clock)
-    done = fifo.settle()
+    done = fifo.settle(OWNER)
     assert (done.before, done.now, done.moved, done.released) == ("priority", "fifo", 3, 0)
     assert take_all(fifo) == [4, 5, 6, 1, 2, 3]  # the priority rows first, in their order
-    assert fifo.settle().changed is False  # settled: one read, nothing moved
+    assert fifo.settle(OWNER).changed is False  # settled: one read, nothing moved
     assert fifo.client.get(fifo.keys.ordering) == b"fifo"
 
 
@@ -63,14 +63,14 @@ def test_groups_removed_every_groups_entries_go_to_the_queue_held_back_or_not(ma
     reach the plain lists, the groups' state goes; entries workers hold keep what their ack needs."""
     clock = Clock()
     grouped = make_store(clock, **GROUPS, **PRIORITY, group_max_in_flight=1)
-    grouped.settle()
+    grouped.settle(OWNER)
     grouped.push(OWNER, entries(1, 4, ACME))
     grouped.push(OWNER, entries(10, 2, ACME), priority=True)
     grouped.push(OWNER, entries(20, 3, GLOBEX))
     held = grouped.take("w1", 2).entries  # one of each: both groups full now
     assert sorted(ids(held)) == [10, 20]
     plain = make_store(clock, **PRIORITY)
-    done = plain.settle()
+    done = plain.settle(OWNER)
     assert (done.before, done.moved, done.released) == ("groups with priority", 7, 0)
     assert plain.client.lrange(plain.keys.priority_queue, 0, -1) == entries(11, 1)
     assert sorted(take_all(plain)) == [1, 2, 3, 4, 11, 21, 22]
@@ -95,14 +95,14 @@ def test_going_to_groups_the_plain_entries_are_released_to_be_read_again_with_th
     meanwhile is asked again, a drop mark goes), the new leader's rewound pass pushes it again."""
     clock = Clock()
     plain = make_store(clock, **PRIORITY)
-    plain.settle()
+    plain.settle(OWNER)
     plain.push(OWNER, entries(1, 3))
     plain.push(OWNER, entries(4, 2), priority=True)
     keys = plain.keys
     plain.client.hset(keys.again, b"2", b"1")
     plain.client.sadd(keys.dropped, b"3:1000")
     grouped = make_store(clock, **GROUPS)
-    done = grouped.settle()
+    done = grouped.settle(OWNER)
     assert (done.before, done.now, done.moved, done.released) == ("priority", "groups", 0, 5)
     assert grouped.client.hlen(keys.inflight) == 0
     assert grouped.client.lrange(keys.asked, 0, -1) == [b"2"]
@@ -114,12 +114,12 @@ def test_going_to_groups_the_plain_entries_are_released_to_be_read_again_with_th
 def test_a_big_backlog_is_settled_in_several_calls_nothing_lost_or_doubled(make_store):
     clock = Clock()
     before = make_store(clock, **PRIORITY)
-    before.settle()
+    before.settle(OWNER)
     before.push(OWNER, entries(30_001, 2))  # first: a priority page lands here while both are empty
     for start in range(1, 25_001, 5000):
         before.push(OWNER, entries(start, 5000), priority=True)
     fifo = make_store(clock)
-    done = fifo.settle()  # 10,000 entries a script call: three calls
+    done = fifo.settle(OWNER)  # 10,000 entries a script call: three calls
     assert done.moved == 25_000
     assert fifo.client.llen(fifo.keys.queue) == 25_002
     assert ids(fifo.client.lrange(fifo.keys.queue, 0, 2)) == [1, 2, 3]
@@ -131,7 +131,7 @@ def test_an_empty_take_tells_a_worker_whose_settings_order_the_workload_otherwis
     leader = make_store(clock, **PRIORITY)
     worker = make_store(clock)
     assert worker.take("w1", 10).settled == ""  # nothing recorded yet (an older leader)
-    leader.settle()
+    leader.settle(OWNER)
     leader.push(OWNER, entries(9, 1))
     leader.push(OWNER, entries(1, 2), priority=True)
     assert worker.take("w1", 10).entries == entries(9, 1)
@@ -140,3 +140,15 @@ def test_an_empty_take_tells_a_worker_whose_settings_order_the_workload_otherwis
     leader.push(OWNER, entries(5, 1))
     assert worker.take("w1", 10).entries == entries(5, 1)  # a take that found work says nothing
     assert worker.take("w1", 10).settled == "priority"
+
+
+def test_only_the_lease_holder_settles(make_store):
+    """A deposed leader of other settings, waking late, must not undo what the new one settled."""
+    clock = Clock()
+    grouped = make_store(clock, **GROUPS)
+    grouped.settle(OWNER)
+    grouped.push(OWNER, entries(1, 3, ACME))
+    stale = make_store(clock)
+    assert stale.settle("a-deposed-dispatcher") is None
+    assert grouped.client.get(grouped.keys.ordering) == b"groups"
+    assert ids(grouped.take("w1", 10).entries) == [1, 2, 3]  # nothing moved

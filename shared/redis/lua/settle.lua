@@ -11,17 +11,21 @@
 -- KEYS[4]  turns     STRING  the rest's share carried over (take_priority.lua)
 -- KEYS[5]  inflight  HASH    id -> due_ms; KEYS[6] again HASH, KEYS[7] asked LIST: a released id
 --          asked for meanwhile is asked again (as _take_drops.lua does); KEYS[8] dropped SET
--- KEYS[9]  group rates HASH (take_grouped.lua)
--- KEYS[10..] the group keys (GROUP_KEYS of them, _lib.lua group_keys)
+-- KEYS[9]  group rates HASH (take_grouped.lua); KEYS[10] leader STRING: the lease's holder
+-- KEYS[11..] the group keys (GROUP_KEYS of them, _lib.lua group_keys)
 -- ARGV[1]  the ordering's name; ARGV[2] '1' if it reads the priority list (priority); ARGV[3] '1'
 --          if it is grouped (groups, groups with priority: one take, take_grouped.lua)
+-- ARGV[4]  the settling dispatcher's id: nothing moves unless it holds the lease (a deposed
+--          leader of other settings, waking late, must not undo what the new one settled)
 -- Returns  {entries moved, entries released, 1 if settled (the name recorded) else 0 (call
---          again), the name recorded before ('' if none: a new workload, or an older version)}
+--          again), the name recorded before ('' if none: a new workload, or an older version)},
+--          or {-1, 0, 0, ''} if the caller does not hold the lease
 local K = {ordering = KEYS[1], queue = KEYS[2], priority = KEYS[3], turns = KEYS[4],
            inflight = KEYS[5], again = KEYS[6], asked = KEYS[7], dropped = KEYS[8],
-           group_rates = KEYS[9]}
-local G = group_keys(10)
+           group_rates = KEYS[9], leader = KEYS[10]}
+local G = group_keys(11)
 local name, with_priority, grouped = ARGV[1], ARGV[2] == '1', ARGV[3] == '1'
+if redis.call('GET', K.leader) ~= ARGV[4] then return {-1, 0, 0, ''} end
 local before = redis.call('GET', K.ordering) or ''
 if before == name then return {0, 0, 1, before} end
 local BUDGET = 10000
