@@ -17,10 +17,12 @@ from recheck.dispatcher.lease import Lease, NotLeader
 from recheck.dispatcher.monitor import Monitor
 from recheck.dispatcher.reconciler import (
     GROUP_LIMITS_EVERY,
+    SETTLE_EVERY,
     GroupLimitsCopier,
     Housekeeper,
     OrphanCollector,
     Reclaimer,
+    Settler,
     Sweeper,
 )
 from recheck.shared.config import Workload
@@ -88,7 +90,9 @@ class DispatchLane:
                 DuePusher(s, own_db(), self.store, self.service.id, priority=True), lambda: first.cursor
             )
         self.asked = AskedPusher(DuePusher(s, own_db(), self.store, self.service.id))
+        self.settler = Settler(s, self.store, self.service.id)
         jobs = {
+            "settle": (self.settler, SETTLE_EVERY, True),
             "reclaim": (Reclaimer(s, own_db(), self.store), s.deployment.reclaim_interval, True),
             "sweep": (sweeper, s.deployment.sweep_interval, True),
             "orphans": (OrphanCollector(s, own_db(), self.store), s.deployment.orphan_interval, True),
@@ -162,21 +166,11 @@ class DispatchLane:
                     one.rewind()
 
     def settle(self) -> None:
-        """A new leader's lists made right for its ordering before its first push (settle.lua):
-        what an older configuration left in lists this ordering's takes do not read is moved,
-        or released and read again by the rewound passes. Said in one line when it did any.
+        """A new leader's lists made right for its ordering before its first push (Settler).
         An outage midway: the next poll settles again (it pushes nothing before); the lease lost
         meanwhile: NotLeader, as a push would raise (nothing moved without it)."""
-        done = self.store.settle(self.service.id)
-        if done is None:
-            raise NotLeader(self.service.id)
+        self.settler.run_once(leading_anew=True)
         self.unsettled = False
-        if done.changed and (done.before or done.moved or done.released):
-            log.warning(
-                "%sordering is now %s (the lists were settled for %s): %d queued entries moved to its lists, "
-                "%d released to be read again from mysql", self.workload.log_prefix, done.now,
-                done.before or "an older version", done.moved, done.released,
-            )  # fmt: skip
 
     def beat(self) -> None:
         """From the scheduler's heartbeat job: renew a held lease (see renew) and publish the

@@ -9,6 +9,8 @@ Each job is an object with run_once(), an ordinary function tests call directly:
 - OrphanCollector: in-flight ids that no queue or worker holds any more are released, so they
   cannot block their rows forever.
 - Housekeeper: trims what is kept only for a while (error groups, the change feed, done rows).
+- Settler: the lists right for the leader's ordering (entries in another ordering's lists moved
+  or asked for again), when it comes to lead and every few seconds after.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import time
 from collections.abc import Callable
 
 from recheck.dispatcher.dispatcher import END, START, DuePusher
+from recheck.dispatcher.lease import NotLeader
 from recheck.shared.config import Workload
 from recheck.shared.core.entries import Key, datetime_to_ms, entry_key
 from recheck.shared.core.keys import KeyKind
@@ -33,6 +36,7 @@ log = logging.getLogger(__name__)
 SPLIT_WAYS = 8  # a dead worker's entries come back as this many batches (see reclaim.lua)
 ERRORS_KEPT_S = 86_400.0  # failures grouped by error are forgotten a day after the last one
 GROUP_LIMITS_EVERY = 5.0  # seconds between copies of the group limits table into Redis
+SETTLE_EVERY = 5.0  # seconds between the leader's looks at other orderings' lists (Settler)
 IDLE_RECLAIM_EVERY = 10.0  # seconds between the reclaimer's looks at the workers while nothing is in flight
 
 
@@ -48,6 +52,38 @@ class Job:
     def keys(self) -> KeyKind:
         """The id column's kind: entries are parsed and batches written by it (read once)."""
         return self.rows.keys
+
+
+class Settler:
+    """Keeps a workload's lists right for the ordering its leader runs (Store.settle, settle.lua):
+    when the dispatcher comes to lead (an ordering changed since the lists were filled is said in
+    one line), then every SETTLE_EVERY seconds for entries given back since into another
+    ordering's lists by a worker whose settings differ (a line when it finds any)."""
+
+    def __init__(self, workload: Workload, store: Store, owner: str):
+        self.workload = workload
+        self.store = store
+        self.owner = owner
+
+    def run_once(self, leading_anew: bool = False) -> int:
+        """Entries moved or released; NotLeader if the lease went meanwhile (nothing moved)."""
+        done = self.store.settle(self.owner)
+        if done is None:
+            raise NotLeader(self.owner)
+        found = done.moved + done.released
+        if leading_anew and done.changed and (done.before or found):
+            log.warning(
+                "%sordering is now %s (the lists were settled for %s): %d queued entries moved to its lists, "
+                "%d released and asked for again", self.workload.log_prefix, done.now,
+                done.before or "an older version", done.moved, done.released,
+            )  # fmt: skip
+        elif found:
+            log.warning(
+                "%s%d queued entries found in lists the %s ordering does not read (given back by a worker "
+                "whose settings differ?): %d moved to its lists, %d released and asked for again",
+                self.workload.log_prefix, found, done.now, done.moved, done.released,
+            )  # fmt: skip
+        return found
 
 
 class GroupLimitsCopier(Job):

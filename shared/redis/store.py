@@ -141,7 +141,7 @@ class Settled(NamedTuple):
     before: str  # the ordering they were settled for ("": none recorded)
     now: str
     moved: int  # entries moved to this ordering's lists
-    released: int  # entries released, to be read again from MySQL
+    released: int  # entries released and asked for again (pushed anew, with their groups)
 
     @property
     def changed(self) -> bool:
@@ -347,11 +347,12 @@ class Store:
 
     def settle(self, owner: str) -> Settled | None:
         """Make each partition's lists right for this store's ordering (settle.lua): the leader,
-        once it holds the lease and before it pushes. Entries an older configuration left in
-        lists this ordering's take does not read are moved where it reads them, or released to
-        be read again from MySQL (going to groups); up to 10,000 entries a script call, called
-        again until done. Nothing to do when a partition was settled for this ordering already
-        (one read). None if `owner` does not hold a partition's lease (nothing moved there)."""
+        once it holds the lease and before it pushes, then every few seconds. Entries in lists
+        this ordering's take does not read (an older configuration's, or given back by a worker
+        whose settings differ) are moved where it reads them, or released and asked for again
+        (going to groups); up to 10,000 entries a script call, called again until done; a few
+        reads when there are none. None if `owner` does not hold a partition's lease (nothing
+        moved there)."""
         o = self.ordering
         args = [o.name, "1" if o.priority_by else "", "1" if o.group_by else "", owner]
         moved = released = 0

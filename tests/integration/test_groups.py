@@ -242,7 +242,7 @@ def test_a_queue_left_by_a_plain_dispatcher_is_settled_by_a_grouped_one_and_ever
     wait_for(lambda: len(calls_per_group(tmp_path, lambda key: str(key))) == 300, 30, "every row checked")
     log = procs.log_of(second)
     assert "ordering is now groups (the lists were settled for fifo): 0 queued entries moved" in log, log
-    assert "300 released to be read again from mysql" in log, log
+    assert "300 released and asked for again" in log, log
     assert store.client.get(store.keys.ordering) == b"groups"
 
 

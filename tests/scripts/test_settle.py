@@ -60,7 +60,8 @@ def test_priority_removed_the_priority_entries_go_first_in_the_queue_once(make_s
 
 def test_groups_removed_every_groups_entries_go_to_the_queue_held_back_or_not(make_store):
     """Groups in the ring, asleep (rate) and full (room), with priority lists: all their entries
-    reach the plain lists, the groups' state goes; entries workers hold keep what their ack needs."""
+    reach the plain lists, and the groups' state goes (entries workers hold are acknowledged or
+    given back as the plain ordering's)."""
     clock = Clock()
     grouped = make_store(clock, **GROUPS, **PRIORITY, group_max_in_flight=1)
     grouped.settle(OWNER)
@@ -75,24 +76,15 @@ def test_groups_removed_every_groups_entries_go_to_the_queue_held_back_or_not(ma
     assert plain.client.lrange(plain.keys.priority_queue, 0, -1) == entries(11, 1)
     assert sorted(take_all(plain)) == [1, 2, 3, 4, 11, 21, 22]
     keys = plain.keys
-    for gone in (
-        keys.group_ring,
-        keys.groups_full,
-        keys.groups_sleeping,
-        keys.groups_waiting,
-        keys.groups_urgent,
-    ):
-        assert not plain.client.exists(gone), gone
-    assert all(plain.client.hmget(keys.group_of, held))  # the held entries' groups, for their acks
+    gone = (keys.group_ring, keys.groups_full, keys.groups_sleeping, keys.groups_waiting, keys.groups_urgent)
+    assert plain.client.exists(*gone, keys.group_of, keys.groups_running) == 0  # no group holds room now
     assert plain.acknowledge("w1", held, [], Counts(checked=2), whole=False).still_held == 2
-    assert not any(
-        plain.client.hmget(keys.group_of, held) + plain.client.hmget(keys.groups_running, [ACME, GLOBEX])
-    )
+    assert plain.client.hlen(keys.inflight) == 7  # those two released; the seven taken since still held
 
 
 def test_going_to_groups_the_plain_entries_are_released_to_be_read_again_with_their_groups(make_store):
-    """A plain entry does not say its group: released (its id leaves inflight, an id asked for
-    meanwhile is asked again, a drop mark goes), the new leader's rewound pass pushes it again."""
+    """A plain entry does not say its group: released (its id leaves inflight and `again`, a drop
+    mark goes) and asked for again: the dispatcher pushes it, with its group, as it pushes `now`."""
     clock = Clock()
     plain = make_store(clock, **PRIORITY)
     plain.settle(OWNER)
@@ -105,10 +97,10 @@ def test_going_to_groups_the_plain_entries_are_released_to_be_read_again_with_th
     done = grouped.settle(OWNER)
     assert (done.before, done.now, done.moved, done.released) == ("priority", "groups", 0, 5)
     assert grouped.client.hlen(keys.inflight) == 0
-    assert grouped.client.lrange(keys.asked, 0, -1) == [b"2"]
-    assert not grouped.client.exists(keys.dropped, keys.queue, keys.priority_queue)
-    grouped.push(OWNER, entries(1, 3, ACME))  # the pass reads them again, with their groups
-    assert take_all(grouped) == [1, 2, 3]
+    assert grouped.client.lrange(keys.asked, 0, -1) == [b"4", b"5", b"1", b"2", b"3"]
+    assert not grouped.client.exists(keys.dropped, keys.queue, keys.priority_queue, keys.again)
+    grouped.push(OWNER, entries(1, 3, ACME), head=True)  # asked: pushed again, with their groups
+    assert sorted(take_all(grouped)) == [1, 2, 3]
 
 
 def test_a_big_backlog_is_settled_in_several_calls_nothing_lost_or_doubled(make_store):
@@ -152,3 +144,28 @@ def test_only_the_lease_holder_settles(make_store):
     assert stale.settle("a-deposed-dispatcher") is None
     assert grouped.client.get(grouped.keys.ordering) == b"groups"
     assert ids(grouped.take("w1", 10).entries) == [1, 2, 3]  # nothing moved
+
+
+def test_entries_given_back_into_another_orderings_lists_are_settled_on_the_next_round(make_store):
+    """Workers of the old settings still run after the change: what they hold and give back goes
+    to their ordering's lists. The leader's next settling round (every few seconds) finds it."""
+    clock = Clock()
+    grouped = make_store(clock, **GROUPS, group_max_in_flight=1)
+    grouped.settle(OWNER)
+    grouped.push(OWNER, entries(1, 3, ACME))
+    held = grouped.take("old", 5).entries  # a grouped worker holds one as the group column goes
+    fifo = make_store(clock)
+    assert fifo.settle(OWNER).moved == 2
+    grouped.acknowledge("old", [], held, Counts(), whole=True)  # it gives it back on its way out
+    assert fifo.queue_depth() == 3  # no group of its is known now: to the plain queue
+    assert sorted(take_all(fifo)) == [1, 2, 3]
+    # And the other way: a plain entry given back under a grouped leader is asked for again.
+    fifo.push(OWNER, entries(7, 1))
+    plain_held = fifo.take("old", 5).entries
+    again = make_store(clock, **GROUPS)
+    again.settle(OWNER)
+    fifo.acknowledge("old", [], plain_held, Counts(), whole=True)
+    assert fifo.client.lrange(fifo.keys.queue, 0, -1) == entries(7, 1)
+    done = again.settle(OWNER)
+    assert (done.changed, done.released) == (False, 1)
+    assert again.client.lrange(again.keys.asked, 0, -1) == [b"7"]

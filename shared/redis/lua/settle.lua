@@ -1,16 +1,18 @@
 -- settle.lua: a workload's lists made right for the ordering its leader runs (shared/policies/
--- ordering.py), once: run by a dispatcher that has just taken the lease, before its first push
--- (dispatcher/lane.py), again while it returns "not done". Each take script reads only its own
--- ordering's lists (_take.lua); entries an older configuration left in the others are moved
--- where this ordering's take reads them, or, going to groups (a plain entry does not say its
--- group), released: their ids leave inflight, and the new leader's pass, which reads every due
--- row again from the oldest, pushes them into their groups. At most BUDGET entries a call.
+-- ordering.py): by a dispatcher that has just taken the lease, before its first push, and then
+-- every few seconds (dispatcher/reconciler.py Settler), again while it returns "not done". Each
+-- take script reads only its own ordering's lists (_take.lua); entries in the others (left by an
+-- older configuration, or given back since by a worker whose settings differ) are moved where
+-- this ordering's take reads them, or, going to groups (a plain entry does not say its group),
+-- released and asked for again: their ids leave inflight and go to the asked list, which the
+-- dispatcher pushes, with their groups, as it pushes `now`. At most BUDGET entries a call; with
+-- nothing to move, a few reads.
 -- KEYS[1]  ordering  STRING  the ordering the lists are settled for (read by empty takes)
 -- KEYS[2]  queue     LIST    the plain entries
 -- KEYS[3]  priority  LIST    the priority rows' entries (priority_column)
 -- KEYS[4]  turns     STRING  the rest's share carried over (take_priority.lua)
 -- KEYS[5]  inflight  HASH    id -> due_ms; KEYS[6] again HASH, KEYS[7] asked LIST: a released id
---          asked for meanwhile is asked again (as _take_drops.lua does); KEYS[8] dropped SET
+--          is asked for again (and leaves `again`); KEYS[8] dropped SET
 -- KEYS[9]  group rates HASH (take_grouped.lua); KEYS[10] leader STRING: the lease's holder
 -- KEYS[11..] the group keys (GROUP_KEYS of them, _lib.lua group_keys)
 -- ARGV[1]  the ordering's name; ARGV[2] '1' if it reads the priority list (priority); ARGV[3] '1'
@@ -27,17 +29,17 @@ local G = group_keys(11)
 local name, with_priority, grouped = ARGV[1], ARGV[2] == '1', ARGV[3] == '1'
 if redis.call('GET', K.leader) ~= ARGV[4] then return {-1, 0, 0, ''} end
 local before = redis.call('GET', K.ordering) or ''
-if before == name then return {0, 0, 1, before} end
 local BUDGET = 10000
 local left, moved, released = BUDGET, 0, 0
 
--- Entries no list holds any more: each releases its id if it still holds it.
+-- Entries no list holds any more: each still holding its id releases it and asks for it again.
 local function release(entries)
   for _, entry in ipairs(entries) do
     local id = id_of(entry)
     if id and redis.call('HGET', K.inflight, id) == sub(entry, #id + 2) then
       redis.call('HDEL', K.inflight, id)
-      if redis.call('HDEL', K.again, id) == 1 then redis.call('RPUSH', K.asked, id) end
+      redis.call('HDEL', K.again, id)
+      redis.call('RPUSH', K.asked, id)
     end
   end
   chunked('SREM', K.dropped, entries)
@@ -55,7 +57,7 @@ local function move_all(from, to)
   return redis.call('EXISTS', from) == 0
 end
 
-if grouped then  -- the plain lists' entries: released, read again with their groups
+if grouped then  -- the plain lists' entries: released, asked for again with their groups
   for _, list in ipairs({K.priority, K.queue}) do
     while left > 0 do
       local got = redis.call('LPOP', list, math.min(CHUNK, left))
@@ -63,7 +65,7 @@ if grouped then  -- the plain lists' entries: released, read again with their gr
       release(got)
     end
   end
-  redis.call('DEL', K.turns)
+  if not with_priority then redis.call('DEL', K.turns) end
 else
   if not with_priority then  -- the priority list to the queue's head, in its order
     while left > 0 and redis.call('LMOVE', K.priority, K.queue, 'RIGHT', 'LEFT') do
@@ -79,9 +81,10 @@ else
     local emptied = move_all(urgent_list(G, group), with_priority and K.priority or K.queue)
     if not (emptied and move_all(G.prefix .. group, K.queue)) then redis.call('LPUSH', G.ring, group) end
   end
-  if left > 0 then  -- no group waits: their state goes (held entries' G.of and G.running stay for their acks)
+  if left > 0 then  -- no group waits: their state goes, and entries workers hold are given back
+    -- to this ordering's lists (an ack finds no group of theirs)
     redis.call('DEL', G.ring, G.sleeping, G.full, G.waiting, G.urgent, G.urgent_waiting, G.open, G.failing, G.cut,
-      K.group_rates)
+      G.of, G.running, K.group_rates)
   end
   if moved > 0 then wake_one(G.wake) end
 end
