@@ -201,11 +201,13 @@ def read_terminal(terminal: int, until: re.Pattern | None, seconds: float) -> by
 @pytest.mark.serial  # timing: alone, not beside other tests (make test)
 def test_run_restarts_a_crashed_worker_and_the_poison_id_is_quarantined(make_settings, sql):
     settings = make_settings(interval=2.0, max_reclaims=3)
-    # 24 rows: the poison id dies in the first take, in a group of 3, then alone twice (4 deaths)
-    # before the restart backoff (0.5, 1, 2, 4 s) outgrows the run.
+    # 24 rows: the poison id dies in the first take, in a group of 3, then alone twice (4 deaths,
+    # restarted after 0.5, 1, 2 and 4 s). The run lasts long enough for the worker started after
+    # the last backoff to check the rest and the table to be fresh at the end: with 16 s, a CI
+    # runner whose workers took 1-2 s to start had the last one start as the run ended (exit 3).
     recheck("seed", "--rows", "24", "--due-now", settings=settings)
     env = {"RECHECK_CHECK": "tests.support.checks:poison", "TEST_CHECK_POISON": "7"}
-    result = recheck("run", "--workers", "1", "--duration", "16", settings=settings, env=env, timeout=90)
+    result = recheck("run", "--workers", "1", "--duration", "24", settings=settings, env=env, timeout=90)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stderr.count("worker 0 exited with code 99") >= 3, result.stderr
     assert "quarantined ids 7" in result.stderr
