@@ -169,7 +169,7 @@ class DispatchLane:
         """A new leader's lists made right for its ordering before its first push (Settler).
         An outage midway: the next poll settles again (it pushes nothing before); the lease lost
         meanwhile: NotLeader, as a push would raise (nothing moved without it)."""
-        self.settler.run_once(leading_anew=True)
+        self.settler.run_once()
         self.unsettled = False
 
     def beat(self) -> None:

@@ -65,13 +65,15 @@ class Settler:
         self.store = store
         self.owner = owner
 
-    def run_once(self, leading_anew: bool = False) -> int:
-        """Entries moved or released; NotLeader if the lease went meanwhile (nothing moved)."""
+    def run_once(self) -> int:
+        """Entries moved or released; NotLeader if the lease went meanwhile (nothing moved). The
+        change of ordering is said by whichever call finds it first (the new leader's, or this
+        job's should it run between the lease and the first page)."""
         done = self.store.settle(self.owner)
         if done is None:
             raise NotLeader(self.owner)
         found = done.moved + done.released
-        if leading_anew and done.changed and (done.before or found):
+        if done.changed and (done.before or found):
             log.warning(
                 "%sordering is now %s (the lists were settled for %s): %d queued entries moved to its lists, "
                 "%d released and asked for again", self.workload.log_prefix, done.now,
