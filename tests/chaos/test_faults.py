@@ -41,10 +41,13 @@ def test_workers_killed_again_and_again_during_batches(clusters):
     report = cluster.finish(f"kill -9 of a random worker mid-batch x{kills}")
     s = cluster.settings
     # Every id a killed worker held is checked again: that many duplicate checks, no more.
-    # Lateness: docs/guarantees.md's bound plus how late the victim's batch already was when taken: ten
-    # kills in ten seconds leave one worker short most of the time, and each restart's Python
-    # start-up competes for this machine's two cores (seen up to 1 s of queue lag in CI).
-    report.assert_invariants(bound_s=worker_bound(s) + 1.0, max_duplicates=lost_batches)
+    # Lateness: docs/guarantees.md's bound, plus how late a victim's batch already was when it was
+    # killed (measured), plus the suite's slack for a loaded machine: ten kills in ten seconds
+    # leave one worker short most of the time, and each restart's Python start-up competes for
+    # two cores (a CI runner with neighbours reached 3.91 s against a fixed 3.5 s that did not
+    # measure the batches' own lateness; 1.2-2.2 s on a quiet machine).
+    bound = worker_bound(s) + cluster.carried_s + SCHEDULING_SLACK_S
+    report.assert_invariants(bound_s=bound, max_duplicates=lost_batches)
     assert report.duplicates > 0  # the kills really landed mid-batch
 
 

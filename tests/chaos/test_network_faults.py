@@ -71,7 +71,8 @@ def test_a_worker_partitioned_from_mysql_gives_its_batch_back_and_stops_in_time(
     proxy, victim = start_victim_behind(cluster, "mysql")
     s = cluster.settings
     proxy.stall()  # its write-back now hangs in a read with nothing coming back
-    cluster.note(f"partition worker pid {victim.pid} from mysql (holding {held(cluster, victim)} ids)")
+    late = cluster.held_lateness(victim)
+    cluster.note(f"partition worker pid {victim.pid} from mysql (holding {held(cluster, victim)} ids, {late:.2f} s late)")
     wait_for(lambda: "gave them back" in cluster.procs.log_of(victim), 10, "the batch to be given back")
     cluster.note("its batch was given back for the other workers")
     assert victim.poll() is None  # alive, heartbeating, but no longer holding work hostage
@@ -83,7 +84,11 @@ def test_a_worker_partitioned_from_mysql_gives_its_batch_back_and_stops_in_time(
     assert took < s.deployment.shutdown_timeout + WATCHDOG_GRACE + ABANDON_TIMEOUT + 1, took
     proxy.heal()
     report = cluster.finish("one worker partitioned from MySQL (stalled), then stopped", exited=(victim,))
-    report.assert_invariants(bound_s=give_back_bound(s) + 0.5, max_duplicates=2 * s.worker_batch)
+    # The bound counts from the fault: the batch was already `late` then (0.4-0.5 s on a quiet
+    # machine, where the run's worst was 2.9-3.1 s), plus the suite's slack for a loaded machine
+    # (a CI runner with neighbours reached 3.39 s against a fixed 3.25 s that did not count it).
+    bound = late + give_back_bound(s) + SCHEDULING_SLACK_S
+    report.assert_invariants(bound_s=bound, max_duplicates=2 * s.worker_batch)
 
 
 def test_a_worker_partitioned_from_redis_is_reclaimed_like_a_dead_one(cluster):

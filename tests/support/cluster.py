@@ -125,6 +125,7 @@ class Cluster:
         if redis_cluster:
             overrides.setdefault("partitions", 16)
         self.record = tmp_path / "record"
+        self.carried_s = 0.0  # see held_lateness
         self.record.mkdir()
         # The administrator (the tests' eyes, seeding, init-db) and what the processes run as.
         self.admin = Settings(
@@ -263,6 +264,20 @@ class Cluster:
             held += store.held_count(ids[0]) if ids else 0
         return held
 
+    def held_lateness(self, process: subprocess.Popen) -> float:
+        """How late (by MySQL's clock) the oldest entry a worker holds already is, in seconds (0
+        if it holds none): what a batch caught by a fault carries before the fault adds its own
+        delay. Recorded in self.carried_s, the most any fault caught so far."""
+        now_ms = scalar(self.conn, "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01', NOW(3)) DIV 1000")
+        dues = []
+        for admin in self.tables():
+            store = self.store(admin)
+            for worker in (w for w in store.worker_ids() if f"-{process.pid}-" in w):
+                dues += [int(entry.split(b":")[1]) for entry in store.held(worker)]
+        late = max(0.0, (int(now_ms) - min(dues)) / 1000) if dues else 0.0
+        self.carried_s = max(self.carried_s, late)
+        return late
+
     def kill_worker_mid_batch(self) -> int:
         """kill -9 a random worker that holds a batch right now; returns how many ids it held."""
 
@@ -277,7 +292,7 @@ class Cluster:
         # Counted after the kill: between a look and the signal the victim may have written its
         # batch and taken the next one. Its in-flight sets stay as they are until it is reclaimed.
         held = self.held_by(victim)
-        self.note(f"kill -9 worker pid {victim.pid} holding {held} ids")
+        self.note(f"kill -9 worker pid {victim.pid} holding {held} ids, {self.held_lateness(victim):.2f} s late")
         return held
 
     def kill_the_leader(self) -> float:
