@@ -45,7 +45,8 @@ class BatchLoop(CheckLoop):
         # Waiting for work happens outside the turn: the other workloads go on meanwhile. When the
         # last batch's ack saw nothing waiting, the wait comes first: at moderate rates the take
         # after each batch found nothing, a round trip (and a wake-up) per batch for no entry.
-        if waiting == 0 and not self.intake.limited:
+        # Idle (the last take found nothing and no token came since), the same until a look is due.
+        if (waiting == 0 or self.intake.idle(self.still_running())) and not self.intake.limited:
             if self.intake.wait_for_work():
                 self.take_turn()
             else:

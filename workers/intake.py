@@ -26,6 +26,12 @@ RATE_WAIT_MAX = 1.0  # seconds slept at most for the rate limit's tokens before 
 ROOM_RETRY = 0.05  # seconds between takes while max_in_flight checks run elsewhere (ours wake us)
 LIMITED_RECENTLY = 5.0  # seconds after the limits last held a take back that it counts as limited
 SETTLED_WARN_EVERY = 60.0  # seconds between warnings that the leader orders the workload otherwise
+# Seconds an idle worker waits for wake tokens before it takes anyway. Every path that leaves
+# entries for a take leaves a token (a page, a give-back, a reclaim, the settle job, a take that
+# leaves entries), so an empty take after each blocking wait's timeout found nothing but cost a
+# script call a workload a second. This look covers what no token announces: a token taken by a
+# worker killed before its take, and dispatchers older than the tokens.
+LOOK_EVERY = 5.0
 
 
 class Intake:
@@ -45,6 +51,9 @@ class Intake:
         self.limiting_group = ""  # a grouped workload: the last group whose own limits held us back
         self._by_group = False  # the last take was held back by a group's limits
         self._settled_warned = -SETTLED_WARN_EVERY  # monotonic time of the last such warning
+        self.clock: Callable[[], float] = time.monotonic  # tests set it
+        self.found_nothing_at: float | None = None  # when the last take found nothing, not held back
+        self.running_told = 0  # checks the last take told the limits we run (max_in_flight)
 
     def take(
         self,
@@ -77,6 +86,8 @@ class Intake:
                 self.warn_settled(taken.settled)
             if entries:
                 self.took.set()
+            self.found_nothing_at = None if entries or self.limited else self.clock()
+            self.running_told = running + len(entries)
             if self.limits and entries and self.metrics is not None:
                 self.metrics.limit_granted.inc(len(entries))
         except REDIS_DOWN:
@@ -146,10 +157,22 @@ class Intake:
         why = max(recent)[1] if recent else ""
         return f"group {self.limiting_group}" if why == "group" else why
 
+    def idle(self, running: int = 0) -> bool:
+        """The last take found nothing (and the limits did not hold it back), no wake token came
+        since, the next look (LOOK_EVERY) is not due, and the checks we run (`running`) are what
+        that take told the limits (a take tells them when checks ended): wait for a token rather
+        than take."""
+        if self.found_nothing_at is None or running != self.running_told:
+            return False
+        return self.clock() - self.found_nothing_at < LOOK_EVERY
+
     def wait_for_work(self, timeout: float = IDLE_WAIT) -> bool:
         """Block until a wake token says entries wait (one idle worker per token: a page wakes one
         worker, which wakes the next if its take leaves entries); False on timeout."""
-        return self.store.wait_for_work(self.worker_id, timeout)
+        woken = self.store.wait_for_work(self.worker_id, timeout)
+        if woken:
+            self.found_nothing_at = None  # the next poll takes
+        return woken
 
     def held_count(self) -> int:
         return self.store.held_count(self.worker_id)

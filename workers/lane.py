@@ -62,7 +62,9 @@ class Lane:
         self.loop: BatchLoop | RowLoop = (
             BatchLoop(*parts, turns=turns) if self.kind == "batch" else RowLoop(*parts)
         )
-        self.presence = Presence(self.store, "worker", worker.id, workload.deployment.heartbeat_ttl)
+        self.presence = Presence(
+            self.store, "worker", worker.id, workload.deployment.heartbeat_ttl, count=workload.write_slots > 0
+        )
         self.failures = FailureWatch(workload.failing_threshold, prefix=workload.log_prefix)
         if workload.backoff_threshold:
             self.intake.breaker = Breaker(workload.backoff_threshold, prefix=workload.log_prefix)

@@ -165,6 +165,11 @@ class RowLoop(CheckLoop):
                 and time.monotonic() >= self.next_take
                 and (not life.mysql_outage.down or (self.flushing is None and await self.writable()))
             ):
+                if intake.idle(self.hung) and not (self.pending or self.finished or self.gone or self.ended):
+                    # Nothing to do, nothing to tell the limits, and no token since the last empty
+                    # take: block until one comes.
+                    await asyncio.to_thread(life.attempt, intake.wait_for_work)
+                    continue
                 limit = min(free, self.batch)
                 # Running: our checks in progress, and abandoned ones whose threads still call
                 # the provider (max_in_flight counts them until they end).

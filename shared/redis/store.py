@@ -962,20 +962,41 @@ class Store:
         return k.dispatcher_heartbeat(member), k.dispatchers
 
     def publish_heartbeat(
-        self, role: str, member: str, beat: WorkerBeat | DispatcherBeat, ttl_ms: int
+        self,
+        role: str,
+        member: str,
+        beat: WorkerBeat | DispatcherBeat,
+        ttl_ms: int,
+        count: bool = True,
+        register: bool = True,
     ) -> int:
         """Refresh the member's heartbeat in every partition (each partition's reclaimer reads its
-        own keys); returns how many members the first partition's registry now holds."""
+        own keys); returns how many members the first partition's registry now holds (0 unless
+        `count`: the workers' write slots need it, nothing else).
+
+        register=False: add the member to a registry only where its key had expired (SET's GET:
+        the reclaimer removes a member only once its key is gone); the caller still registers
+        now and then (Presence), for a registry deleted under a live key."""
         raw = json.dumps(beat.as_json())
         # No MULTI: the key is set before the member is added, on one connection, so a reclaimer
         # never sees a new member without its key (and a renewal only refreshes both).
         pipe = self.client.pipeline(transaction=False)
         for k in self.partitions:
             key, registry = self._presence_keys(k, role, member)
-            pipe.set(key, raw, px=ttl_ms)
-            pipe.sadd(registry, member)
-            pipe.scard(registry)
-        return int(pipe.execute()[2])
+            pipe.set(key, raw, px=ttl_ms, get=not register)
+            if register:
+                pipe.sadd(registry, member)
+        if count:
+            pipe.scard(self._presence_keys(self.keys, role, member)[1])
+        replies = pipe.execute()
+        if not register:
+            expired = [k for k, old in zip(self.partitions, replies, strict=False) if old is None]
+            if expired:
+                again = self.client.pipeline(transaction=False)
+                for k in expired:
+                    again.sadd(self._presence_keys(k, role, member)[1], member)
+                again.execute()
+        return int(replies[-1]) if count else 0
 
     def withdraw_heartbeat(self, role: str, member: str) -> None:
         pipe = self.client.pipeline(transaction=self.count == 1)

@@ -1,8 +1,8 @@
 """Idle workers block on wake tokens, one woken per token (issue 50, item 2): a page wakes one
 worker, which wakes the next only if its take leaves entries. Before, every idle worker blocked
 on the queue itself and each page woke all of them, each for a sliver of it. Every path that
-leaves entries for a take must leave a token too: a missing one makes them wait a blocking
-wait's timeout (1 s)."""
+leaves entries for a take must leave a token too: a missing one makes an idle worker wait for
+its next look (workers/intake.py LOOK_EVERY, 5 s)."""
 
 from __future__ import annotations
 

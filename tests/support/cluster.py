@@ -292,7 +292,8 @@ class Cluster:
         # Counted after the kill: between a look and the signal the victim may have written its
         # batch and taken the next one. Its in-flight sets stay as they are until it is reclaimed.
         held = self.held_by(victim)
-        self.note(f"kill -9 worker pid {victim.pid} holding {held} ids, {self.held_lateness(victim):.2f} s late")
+        late = self.held_lateness(victim)
+        self.note(f"kill -9 worker pid {victim.pid} holding {held} ids, {late:.2f} s late")
         return held
 
     def kill_the_leader(self) -> float:
