@@ -154,6 +154,13 @@ class RowLoop(CheckLoop):
             self.next_take = time.monotonic() + delay
         return ok
 
+    async def wait_for_work(self) -> None:
+        """Block in Redis until a wake token comes (or a second passes); idle, make sure MySQL
+        still takes our writes every few seconds, as the batch loop does (keep_in_touch)."""
+        ok, woken = await asyncio.to_thread(self.life.attempt, self.intake.wait_for_work)
+        if ok and not woken:
+            await asyncio.to_thread(self.life.attempt, self.keep_in_touch)
+
     async def main(self) -> None:
         life, intake = self.life, self.intake
         self.wakeup = asyncio.Event()
@@ -168,7 +175,7 @@ class RowLoop(CheckLoop):
                 if intake.idle(self.hung) and not (self.pending or self.finished or self.gone or self.ended):
                     # Nothing to do, nothing to tell the limits, and no token since the last empty
                     # take: block until one comes.
-                    await asyncio.to_thread(life.attempt, intake.wait_for_work)
+                    await self.wait_for_work()
                     continue
                 limit = min(free, self.batch)
                 # Running: our checks in progress, and abandoned ones whose threads still call
@@ -192,7 +199,7 @@ class RowLoop(CheckLoop):
                     self.next_take = time.monotonic() + held_back
                 elif not taken and not self.pending and not self.finished and not self.gone:
                     # Nothing to do: block in Redis until work arrives (or a second passes).
-                    await asyncio.to_thread(life.attempt, intake.wait_for_work)
+                    await self.wait_for_work()
                     continue
                 if not taken and not held_back:
                     self.next_take = time.monotonic() + EMPTY_QUEUE_PAUSE

@@ -13,6 +13,7 @@ from recheck.dispatcher.reconciler import Reclaimer
 from recheck.shared.core.entries import make_entry, parse_entries
 from recheck.shared.mysql.db import Database
 from recheck.shared.redis.keys import Keys
+from recheck.workers import loopbase
 from recheck.workers.checks import Outcome
 from recheck.workers.writing.writeback import Written
 from tests.support import checks
@@ -296,3 +297,22 @@ def test_a_stop_while_still_starting_is_a_clean_stop(make_settings, procs):
         process.send_signal(signal.SIGTERM)
     assert [process.wait(timeout=5) for process in starting] == [0, 0], procs.logs()
     assert "Traceback" not in procs.logs()
+
+
+@pytest.mark.parametrize("check", [checks.slow_row, checks.row_cost], ids=["per-row", "batch"])
+def test_an_idle_worker_keeps_telling_that_mysql_takes_its_writes(make_worker, settings, monkeypatch, check):
+    """An idle worker probes MySQL every IDLE_PROBE_EVERY (loopbase.keep_in_touch), so its
+    heartbeat's "wrote N s ago" stays true: a worker whose write-back is stuck gives its batch
+    back only when another live worker's writes land (lane.others_can_write), and an idle
+    per-row worker's figure only grew (it never reached its probe while blocked for work)."""
+    monkeypatch.setattr(loopbase, "IDLE_PROBE_EVERY", 0.3)
+    worker = make_worker(settings, check, start=False)
+    thread = run_in_thread(worker)
+    store = make_store(settings)
+    wait_for(lambda: store.live_workers(), 15, "the worker's first heartbeat")
+    time.sleep(1.5)  # several probe periods, nothing to check
+    beat = store.live_workers()[0]
+    worker.stop()
+    thread.join(10)
+    # A probe period, a heartbeat's age, and scheduling
+    assert beat.mysql_wrote_ago <= 0.3 + settings.deployment.heartbeat_interval + 0.5, beat
