@@ -104,7 +104,7 @@ class Intake:
         """Once a minute: the leader runs another ordering than this worker's settings say (a
         change rolling out, or settings that differ): the lists it fills are not all the ones
         this worker takes from. Whether it warned."""
-        now = time.monotonic() if now is None else now
+        now = self.clock() if now is None else now
         if now - self._settled_warned < SETTLED_WARN_EVERY:
             return False
         self._settled_warned = now

@@ -154,6 +154,10 @@ class RowLoop(CheckLoop):
             self.next_take = time.monotonic() + delay
         return ok
 
+    def at_rest(self) -> bool:
+        """No check running, no result and no deleted row waiting for the next flush."""
+        return not (self.pending or self.finished or self.gone)
+
     async def wait_for_work(self) -> None:
         """Block in Redis until a wake token comes (or a second passes); idle, make sure MySQL
         still takes our writes every few seconds, as the batch loop does (keep_in_touch)."""
@@ -172,7 +176,7 @@ class RowLoop(CheckLoop):
                 and time.monotonic() >= self.next_take
                 and (not life.mysql_outage.down or (self.flushing is None and await self.writable()))
             ):
-                if intake.idle(self.hung) and not (self.pending or self.finished or self.gone or self.ended):
+                if intake.idle(self.hung) and self.at_rest() and not self.ended:
                     # Nothing to do, nothing to tell the limits, and no token since the last empty
                     # take: block until one comes.
                     await self.wait_for_work()
@@ -197,7 +201,7 @@ class RowLoop(CheckLoop):
                     held_back = min(held_back, GROUP_HELD_PAUSE)
                 if held_back:  # ids are queued, but the limits say wait: checks go on meanwhile
                     self.next_take = time.monotonic() + held_back
-                elif not taken and not self.pending and not self.finished and not self.gone:
+                elif not taken and self.at_rest():
                     # Nothing to do: block in Redis until work arrives (or a second passes).
                     await self.wait_for_work()
                     continue

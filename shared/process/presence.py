@@ -58,7 +58,8 @@ class Presence:
         register = self.beats % REGISTER_EVERY == 0
         count = self.count and (register or self.beats < REGISTER_EVERY)
         counted = self.store.publish_heartbeat(self.role, self.member, beat, self.ttl_ms, count, register)
-        self.registered = counted if count else self.registered
+        if count:
+            self.registered = counted
         self.beats += 1
 
     def withdraw(self) -> None:
