@@ -310,9 +310,15 @@ def test_an_idle_worker_keeps_telling_that_mysql_takes_its_writes(make_worker, s
     thread = run_in_thread(worker)
     store = make_store(settings)
     wait_for(lambda: store.live_workers(), 15, "the worker's first heartbeat")
-    time.sleep(1.5)  # several probe periods, nothing to check
-    beat = store.live_workers()[0]
+    idle_since = time.monotonic()
+    bound = 0.3 + settings.deployment.heartbeat_interval + 0.5  # a probe period, a beat's age, scheduling
+
+    def told_after_idling():
+        """A beat after 1.5 s idle (several probe periods) saying MySQL wrote within the bound:
+        never, while the idle worker does not probe (the figure grows from its start)."""
+        beats = store.live_workers()
+        return time.monotonic() - idle_since >= 1.5 and beats and beats[0].mysql_wrote_ago <= bound
+
+    wait_for(told_after_idling, 10, f"a beat saying MySQL wrote within {bound:.2f} s after 1.5 s idle")
     worker.stop()
     thread.join(10)
-    # A probe period, a heartbeat's age, and scheduling
-    assert beat.mysql_wrote_ago <= 0.3 + settings.deployment.heartbeat_interval + 0.5, beat

@@ -7,19 +7,12 @@ from __future__ import annotations
 
 from recheck.workers.intake import LOOK_EVERY, Intake
 from tests.scripts.conftest import OWNER, Clock
+from tests.support.clock import ManualClock
 
 
-class Monotonic:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def idle_intake(store, worker: str = "w1") -> tuple[Intake, Monotonic]:
+def idle_intake(store, worker: str = "w1") -> tuple[Intake, ManualClock]:
     intake = Intake(store, worker)
-    intake.clock = clock = Monotonic()
+    intake.clock = clock = ManualClock(1000.0)
     return intake, clock
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from recheck.commands.init_db import create_app_user, init_db
 from recheck.shared.config import Settings, Workload
+from recheck.shared.core.entries import parse_entries
 from recheck.shared.redis.connection import connect_redis
 from recheck.shared.redis.store import open_store
 from tests.support.faultproxy import FaultProxy
@@ -255,26 +256,26 @@ class Cluster:
             self.stores[admin.table] = open_store(connect_redis(admin.deployment), admin)
         return self.stores[admin.table]
 
-    def held_by(self, process: subprocess.Popen) -> int:
-        """How many entries a worker process holds right now, in every workload."""
-        held = 0
+    def held_entries(self, process: subprocess.Popen) -> list[bytes]:
+        """The entries a worker process holds right now, in every workload."""
+        held: list[bytes] = []
         for admin in self.tables():
             store = self.store(admin)
-            ids = [w for w in store.worker_ids() if f"-{process.pid}-" in w]
-            held += store.held_count(ids[0]) if ids else 0
+            for worker in (w for w in store.worker_ids() if f"-{process.pid}-" in w):
+                held += store.held(worker)
         return held
+
+    def held_by(self, process: subprocess.Popen) -> int:
+        """How many entries a worker process holds right now, in every workload."""
+        return len(self.held_entries(process))
 
     def held_lateness(self, process: subprocess.Popen) -> float:
         """How late (by MySQL's clock) the oldest entry a worker holds already is, in seconds (0
         if it holds none): what a batch caught by a fault carries before the fault adds its own
         delay. Recorded in self.carried_s, the most any fault caught so far."""
         now_ms = scalar(self.conn, "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01', NOW(3)) DIV 1000")
-        dues = []
-        for admin in self.tables():
-            store = self.store(admin)
-            for worker in (w for w in store.worker_ids() if f"-{process.pid}-" in w):
-                dues += [int(entry.split(b":")[1]) for entry in store.held(worker)]
-        late = max(0.0, (int(now_ms) - min(dues)) / 1000) if dues else 0.0
+        items, _ = parse_entries(self.held_entries(process))
+        late = max(0.0, (int(now_ms) - min(item.due_ms for item in items)) / 1000) if items else 0.0
         self.carried_s = max(self.carried_s, late)
         return late
 

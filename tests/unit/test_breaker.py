@@ -5,17 +5,10 @@ from __future__ import annotations
 import logging
 
 from recheck.shared.core.failures import BACKOFF_MIN, PROBE_EVERY, PROBE_SHARE, Breaker
+from tests.support.clock import ManualClock
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def run(breaker: Breaker, clock: Clock, seconds: float, per_second: int, fail: bool, totals: list[int]):
+def run(breaker: Breaker, clock: ManualClock, seconds: float, per_second: int, fail: bool, totals: list[int]):
     """Takes every 0.1 s for `seconds`; each allowed id is checked (failing or not) before the
     next take. Returns how many ids were allowed."""
     allowed = 0
@@ -36,7 +29,7 @@ def test_off_by_default_it_never_caps():
 
 def test_a_failing_provider_gets_a_probe_a_second_then_full_rate_on_the_first_success(caplog):
     caplog.set_level(logging.WARNING)
-    clock, totals = Clock(), [0, 0]
+    clock, totals = ManualClock(), [0, 0]
     breaker = Breaker(0.9, clock=clock)
     before = run(breaker, clock, 10, 300, False, totals)
     assert before == 3000 and not breaker.backing_off
@@ -51,7 +44,7 @@ def test_a_failing_provider_gets_a_probe_a_second_then_full_rate_on_the_first_su
 
 
 def test_a_few_failures_or_too_few_checks_do_not_trip_it():
-    clock, totals = Clock(), [0, 0]
+    clock, totals = ManualClock(), [0, 0]
     breaker = Breaker(0.5, clock=clock)
     totals[1] = BACKOFF_MIN - 1  # all failed, but too few to judge
     clock.now = 1.0
@@ -64,7 +57,7 @@ def test_a_few_failures_or_too_few_checks_do_not_trip_it():
 
 
 def test_a_failing_probe_keeps_it_backing_off():
-    clock, totals = Clock(), [0, 0]
+    clock, totals = ManualClock(), [0, 0]
     breaker = Breaker(0.5, clock=clock)
     run(breaker, clock, 3, 300, True, totals)
     assert breaker.backing_off

@@ -9,14 +9,7 @@ import pytest
 from recheck.cli import build_parser
 from recheck.shared.config import unknown_variables
 from recheck.shared.core.failures import MIN_CHECKS, FailureWatch, Recent, failing
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import ManualClock
 
 
 def test_failing_needs_enough_checks_and_a_share_at_the_threshold():
@@ -26,7 +19,7 @@ def test_failing_needs_enough_checks_and_a_share_at_the_threshold():
 
 
 def test_the_watch_judges_the_last_minute_and_logs_once_each_way(caplog):
-    clock = Clock()
+    clock = ManualClock()
     watch = FailureWatch(0.1, window=60, clock=clock)
     checked = failed = 0
     with caplog.at_level(logging.WARNING):
