@@ -71,9 +71,9 @@ def test_a_worker_partitioned_from_mysql_gives_its_batch_back_and_stops_in_time(
     proxy, victim = start_victim_behind(cluster, "mysql")
     s = cluster.settings
     proxy.stall()  # its write-back now hangs in a read with nothing coming back
-    late = cluster.held_lateness(victim)
-    holding = held(cluster, victim)
-    cluster.note(f"partition worker pid {victim.pid} from mysql (holding {holding} ids, {late:.2f} s late)")
+    holding = cluster.held_entries(victim)
+    late = cluster.lateness_of(holding)
+    cluster.note(f"partition worker pid {victim.pid} from mysql ({len(holding)} ids held, {late:.2f} s late)")
     wait_for(lambda: "gave them back" in cluster.procs.log_of(victim), 10, "the batch to be given back")
     cluster.note("its batch was given back for the other workers")
     assert victim.poll() is None  # alive, heartbeating, but no longer holding work hostage

@@ -126,7 +126,7 @@ class Cluster:
         if redis_cluster:
             overrides.setdefault("partitions", 16)
         self.record = tmp_path / "record"
-        self.carried_s = 0.0  # see held_lateness
+        self.carried_s = 0.0  # see lateness_of
         self.record.mkdir()
         # The administrator (the tests' eyes, seeding, init-db) and what the processes run as.
         self.admin = Settings(
@@ -269,12 +269,12 @@ class Cluster:
         """How many entries a worker process holds right now, in every workload."""
         return len(self.held_entries(process))
 
-    def held_lateness(self, process: subprocess.Popen) -> float:
-        """How late (by MySQL's clock) the oldest entry a worker holds already is, in seconds (0
-        if it holds none): what a batch caught by a fault carries before the fault adds its own
+    def lateness_of(self, held: list[bytes]) -> float:
+        """How late (by MySQL's clock) the oldest of a worker's held entries already is, in
+        seconds (0 if none): what a batch caught by a fault carries before the fault adds its own
         delay. Recorded in self.carried_s, the most any fault caught so far."""
         now_ms = scalar(self.conn, "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01', NOW(3)) DIV 1000")
-        items, _ = parse_entries(self.held_entries(process))
+        items, _ = parse_entries(held)
         late = max(0.0, (int(now_ms) - min(item.due_ms for item in items)) / 1000) if items else 0.0
         self.carried_s = max(self.carried_s, late)
         return late
@@ -292,10 +292,10 @@ class Cluster:
         victim.wait()
         # Counted after the kill: between a look and the signal the victim may have written its
         # batch and taken the next one. Its in-flight sets stay as they are until it is reclaimed.
-        held = self.held_by(victim)
-        late = self.held_lateness(victim)
-        self.note(f"kill -9 worker pid {victim.pid} holding {held} ids, {late:.2f} s late")
-        return held
+        held = self.held_entries(victim)
+        late = self.lateness_of(held)
+        self.note(f"kill -9 worker pid {victim.pid} holding {len(held)} ids, {late:.2f} s late")
+        return len(held)
 
     def kill_the_leader(self) -> float:
         """kill -9 the dispatcher holding the lease (of every partition); returns the seconds
