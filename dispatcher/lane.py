@@ -172,22 +172,21 @@ class DispatchLane:
         self.settler.run_once()
         self.unsettled = False
 
-    def beat(self) -> None:
-        """From the scheduler's heartbeat job: renew a held lease (see renew) and publish the
-        heartbeat. Not from the dispatch loop: there, each beat waited for the page under way
-        and delayed the next (0.4 s more per round trip: a page and a beat outlasted a 3 s lease)."""
+    def beat(self) -> DispatcherBeat:
+        """From the scheduler's heartbeat job: renew a held lease (see renew); the heartbeat to
+        publish (the service publishes its lanes' together). Not from the dispatch loop: there,
+        each beat waited for the page under way and delayed the next (0.4 s more per round trip:
+        a page and a beat outlasted a 3 s lease)."""
         if self.lease.held:
             self.renew()
         held = self.lease.held
         self.metrics.leader.set(1 if held else 0)
-        self.presence.publish(
-            DispatcherBeat(
-                **self.presence.identity(),  # type: ignore[arg-type]
-                role="leader" if held else "standby",
-                workload=self.name,
-                dispatched=self.dispatched(),
-                pages=sum(one.pages for one in self.passes),
-            )
+        return DispatcherBeat(
+            **self.presence.identity(),  # type: ignore[arg-type]
+            role="leader" if held else "standby",
+            workload=self.name,
+            dispatched=self.dispatched(),
+            pages=sum(one.pages for one in self.passes),
         )
 
     @property

@@ -33,6 +33,7 @@ from recheck.shared.mysql.schema import require_distinct_tables
 from recheck.shared.policies.lifecycle import rhythm_of
 from recheck.shared.process.loop import Service
 from recheck.shared.process.metrics import serve as serve_metrics
+from recheck.shared.process.presence import publish_together
 from recheck.shared.redis.connection import REDIS_DOWN
 from recheck.shared.workloads import read_workloads
 
@@ -159,9 +160,14 @@ class DispatcherService(Service):
 
     def beat(self) -> None:
         """The heartbeat job (the scheduler's thread): renew held leases and publish each lane's
-        heartbeat; hand a workload over when this dispatcher leads more than its share."""
+        heartbeat (all lanes' in one round trip); hand a workload over when this dispatcher leads
+        more than its share."""
+        beats = []
         for lane in self.lanes:
-            lane.life.attempt(lane.beat)
+            ok, beat = lane.life.attempt(lane.beat)
+            if ok:
+                beats.append((lane.presence, beat))
+        self.attempt(functools.partial(publish_together, beats))
         held = [lane for lane in self.lanes if lane.lease.held]
         now = time.monotonic()
         if len(held) <= 1 or now < self.next_share_look:

@@ -101,30 +101,32 @@ class Lane:
         self.loop.run()
 
     def beat(self) -> None:
+        self.presence.publish(self.heartbeat())
+
+    def heartbeat(self) -> WorkerBeat:
+        """What this lane's next heartbeat tells (the worker publishes its lanes' together)."""
         c = self.counters
         lateness, _ = self.metrics.lateness.snapshot()
         recent = self.failures.observe(c.checked, c.failed, self.completer.last_error)
-        self.presence.publish(
-            WorkerBeat(
-                **self.presence.identity(),  # type: ignore[arg-type]
-                kind=self.kind,
-                workload=self.name,
-                checked=c.checked,
-                failed=c.failed,
-                stale=c.stale,
-                rate=round(c.rate(), 1),
-                take=self.loop.sizer.size if isinstance(self.loop, BatchLoop) else self.workload.worker_batch,
-                lateness_buckets=lateness,  # counts per SECONDS_BUCKETS bucket since start
-                lateness_max=round(self.completer.lateness_max.value(), 4),  # in the last 2 s
-                overdue_in_hand=self.overdue_in_hand(),
-                abandoned=self.loop.abandoned,
-                recent_checked=recent.checked,
-                recent_failed=recent.failed,
-                last_error=self.completer.last_error,
-                mysql_up_for=round(self.life.mysql_outage.up_for(), 1),
-                mysql_wrote_ago=round(time.monotonic() - mysql_wrote(self.db.server), 2),
-                limited=self.intake.limited_by(),
-            )
+        return WorkerBeat(
+            **self.presence.identity(),  # type: ignore[arg-type]
+            kind=self.kind,
+            workload=self.name,
+            checked=c.checked,
+            failed=c.failed,
+            stale=c.stale,
+            rate=round(c.rate(), 1),
+            take=self.loop.sizer.size if isinstance(self.loop, BatchLoop) else self.workload.worker_batch,
+            lateness_buckets=lateness,  # counts per SECONDS_BUCKETS bucket since start
+            lateness_max=round(self.completer.lateness_max.value(), 4),  # in the last 2 s
+            overdue_in_hand=self.overdue_in_hand(),
+            abandoned=self.loop.abandoned,
+            recent_checked=recent.checked,
+            recent_failed=recent.failed,
+            last_error=self.completer.last_error,
+            mysql_up_for=round(self.life.mysql_outage.up_for(), 1),
+            mysql_wrote_ago=round(time.monotonic() - mysql_wrote(self.db.server), 2),
+            limited=self.intake.limited_by(),
         )
 
     def overdue_in_hand(self) -> list[int]:

@@ -26,6 +26,7 @@ from recheck.shared.mysql.db import LOCK_WAIT_SECONDS
 from recheck.shared.mysql.schema import require_distinct_tables
 from recheck.shared.process.loop import Service
 from recheck.shared.process.metrics import serve as serve_metrics
+from recheck.shared.process.presence import publish_together
 from recheck.shared.redis.connection import REDIS_DOWN
 from recheck.shared.workloads import read_workloads, select_workloads
 from recheck.workers.lane import Lane
@@ -37,7 +38,12 @@ log = logging.getLogger(__name__)
 # 50 ms after they fall due, so a beat within 0.5 s tells status of them long before they are 1 s
 # overdue; more often cost the rate-limit grants' fairness (a beat's GIL time at each grant).
 EARLY_BEAT = 0.5
-Steps = list[tuple[Lane, Callable[[], object]]]  # a round's work: each lane's step, in turn
+Steps = list[tuple[str, Callable[[], object]]]  # a round's work: steps, in turn, and whose they are
+
+
+def lanes_named(lanes: list[Lane]) -> str:
+    """`workload a` or `workloads a, b`: whose step failed, in a log line."""
+    return f"workload{'s' if len(lanes) > 1 else ''} {', '.join(lane.name for lane in lanes)}"
 
 
 class Worker(Service):
@@ -121,9 +127,9 @@ class Worker(Service):
         for lane in self.lanes:
             lane.close()
 
-    def beat(self) -> None:
-        for lane in self.lanes:
-            lane.beat()
+    def beat(self, lanes: list[Lane] | None = None) -> None:
+        """Publish the lanes' heartbeats (all of them by default) in one round trip per Redis."""
+        publish_together([(lane.presence, lane.heartbeat()) for lane in lanes or self.lanes])
 
     def _heartbeat_loop(self) -> None:
         """A full beat every heartbeat_interval; between them, a lane that took rows beats again
@@ -147,7 +153,7 @@ class Worker(Service):
         due = [lane for lane in self.lanes if full or lane.intake.took.is_set()]
         for lane in due:
             lane.intake.took.clear()
-        return [(lane, lane.beat) for lane in due]
+        return [(lanes_named(due), functools.partial(self.beat, due))] if due else []
 
     def _keeper_loop(self) -> None:
         """Every heartbeat_interval: a live holder keeps its write slot, and a write-back stuck
@@ -156,7 +162,9 @@ class Worker(Service):
         bound = self.deployment.heartbeat_ttl + LOCK_WAIT_SECONDS
 
         def round_() -> Steps:
-            return [(lane, functools.partial(self._keep_lane, lane, bound)) for lane in self.lanes]
+            return [
+                (lanes_named([lane]), functools.partial(self._keep_lane, lane, bound)) for lane in self.lanes
+            ]
 
         self._every(self.deployment.heartbeat_interval, "a write slot's renewal", round_)
 
@@ -173,7 +181,7 @@ class Worker(Service):
         spent = 0.0
         while not self._heartbeat_stop.wait(max(0.0, pause - spent)):
             began = time.monotonic()
-            for lane, step in round_():
+            for lanes, step in round_():
                 try:
                     step()
                 except REDIS_DOWN:
@@ -181,7 +189,7 @@ class Worker(Service):
                 except Exception as error:  # a bug must not end the rounds: the beats would stop
                     if repr(error) not in failures:
                         failures.add(repr(error))
-                        log.error("workload %s: %s failed", lane.name, what, exc_info=True)
+                        log.error("%s: %s failed", lanes, what, exc_info=True)
             spent = time.monotonic() - began
 
     def abandon(self) -> None:

@@ -63,7 +63,7 @@ class Record:
     """JSON in and out for a dataclass of simple fields (see the module's docstring)."""
 
     def as_json(self) -> dict[str, Any]:
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        return {name: _plain(getattr(self, name)) for name in _field_names(type(self))}
 
     @classmethod
     def from_json(cls: type[R], data: object, **given: Any) -> R:
@@ -93,7 +93,22 @@ def _field_types(cls: type) -> dict[str, Any]:
     return _FIELD_TYPES[cls]
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_SCALARS = frozenset({int, float, str, bool, type(None)})
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    """A record class's field names, read once (every heartbeat writes its record)."""
+    if cls not in _FIELD_NAMES:
+        _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return _FIELD_NAMES[cls]
+
+
 def _plain(value: Any) -> Any:
+    if type(value) in _SCALARS:  # most values: nothing to convert
+        return value
+    if isinstance(value, list | tuple) and all(type(item) in _SCALARS for item in value):
+        return list(value)
     if isinstance(value, Record):
         return value.as_json()
     if isinstance(value, list | tuple):

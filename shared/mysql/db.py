@@ -223,6 +223,13 @@ class Database:
             rows: tuple[tuple[Any, ...], ...] = cursor.fetchall()
             return rows
 
+    def render(self, sql: str, args: object) -> str:
+        """The statement with its arguments written in, escaped as this connection would (run
+        again without arguments, it costs no escaping)."""
+        with self.cursor() as cursor:
+            rendered: str = cursor.mogrify(sql, args)
+            return rendered
+
     def scalar(self, sql: str, args: object = None) -> Any:
         rows = self.query(sql, args)
         return rows[0][0] if rows else None

@@ -10,6 +10,7 @@ import os
 import secrets
 import socket
 import time
+from collections.abc import Sequence
 
 from recheck.shared.core.records import DispatcherBeat, WorkerBeat
 from recheck.shared.redis.store import Store
@@ -50,17 +51,49 @@ class Presence:
         }
 
     def publish(self, beat: WorkerBeat | DispatcherBeat) -> None:
+        publish_together([(self, beat)])
+
+    def flags(self) -> tuple[bool, bool]:
+        """(count, register) for the next beat."""
         # Registered on the first beat and every REGISTER_EVERY; between them only where the key
-        # had expired (publish_heartbeat): a SADD per workload per process per beat saved.
+        # had expired (Store.heartbeat_replies): a SADD per workload per process per beat saved.
         # The registry's size (the write slots' writers) is read on every beat of the first
         # REGISTER_EVERY (workers starting together see each other at once), then on the
         # registering ones: a worker more or less is seen within REGISTER_EVERY beats.
         register = self.beats % REGISTER_EVERY == 0
-        count = self.count and (register or self.beats < REGISTER_EVERY)
-        counted = self.store.publish_heartbeat(self.role, self.member, beat, self.ttl_ms, count, register)
-        if count:
-            self.registered = counted
-        self.beats += 1
+        return self.count and (register or self.beats < REGISTER_EVERY), register
 
     def withdraw(self) -> None:
         self.store.withdraw_heartbeat(self.role, self.member)
+
+
+def publish_together(beats: Sequence[tuple[Presence, WorkerBeat | DispatcherBeat]]) -> None:
+    """Publish several heartbeats (a process's, one per workload) in one round trip per Redis
+    client, plus one more only when an expired key's member must register again: ten workloads
+    cost a process one round trip a beat, not ten. A Redis away raises for all of its beats."""
+    by_client: dict[int, list[tuple[Presence, WorkerBeat | DispatcherBeat]]] = {}
+    for presence, beat in beats:
+        by_client.setdefault(id(presence.store.client), []).append((presence, beat))
+    for group in by_client.values():
+        client = group[0][0].store.client
+        pipe = client.pipeline(transaction=False)
+        staged = []
+        for presence, beat in group:
+            count, register = presence.flags()
+            store = presence.store
+            replies = store.stage_heartbeat(pipe, presence.role, presence.member, beat, presence.ttl_ms,
+                                            count, register)  # fmt: skip
+            staged.append((presence, count, register, replies))
+        replies = pipe.execute()
+        again = client.pipeline(transaction=False)
+        at = 0
+        for presence, count, register, many in staged:
+            mine, at = replies[at : at + many], at + many
+            counted = presence.store.heartbeat_replies(
+                again, mine, presence.role, presence.member, count, register
+            )
+            if count:
+                presence.registered = counted
+            presence.beats += 1
+        if len(again):
+            again.execute()

@@ -961,26 +961,21 @@ class Store:
             return k.heartbeat(member), k.workers
         return k.dispatcher_heartbeat(member), k.dispatchers
 
-    def publish_heartbeat(
-        self,
-        role: str,
-        member: str,
-        beat: WorkerBeat | DispatcherBeat,
-        ttl_ms: int,
-        count: bool = True,
-        register: bool = True,
-    ) -> int:
-        """Refresh the member's heartbeat in every partition (each partition's reclaimer reads its
-        own keys); returns how many members the first partition's registry now holds (0 unless
-        `count`: the workers' write slots need it, nothing else).
-
-        register=False: add the member to a registry only where its key had expired (SET's GET:
-        the reclaimer removes a member only once its key is gone); the caller still registers
-        now and then (Presence), for a registry deleted under a live key."""
+    def stage_heartbeat(
+        self, pipe: Any, role: str, member: str, beat: WorkerBeat | DispatcherBeat, ttl_ms: int,
+        count: bool, register: bool,
+    ) -> int:  # fmt: skip
+        """Queue one heartbeat's commands on `pipe`: the member's key in every partition (each
+        partition's reclaimer reads its own keys), its registration if `register`, and the first
+        registry's size if `count` (the workers' write slots need it, nothing else); how many
+        replies they will give. register=False: the member is added to a registry only where its
+        key had expired (SET's GET, heartbeat_replies: the reclaimer removes a member only once
+        its key is gone); Presence still registers now and then, for a registry deleted under a
+        live key. A process's heartbeats for all its workloads go in one round trip
+        (shared/process/presence.py, publish_together). No MULTI: the key is set before the
+        member is added, on one connection, so a reclaimer never sees a new member without its
+        key (and a renewal only refreshes both)."""
         raw = json.dumps(beat.as_json())
-        # No MULTI: the key is set before the member is added, on one connection, so a reclaimer
-        # never sees a new member without its key (and a renewal only refreshes both).
-        pipe = self.client.pipeline(transaction=False)
         for k in self.partitions:
             key, registry = self._presence_keys(k, role, member)
             pipe.set(key, raw, px=ttl_ms, get=not register)
@@ -988,14 +983,17 @@ class Store:
                 pipe.sadd(registry, member)
         if count:
             pipe.scard(self._presence_keys(self.keys, role, member)[1])
-        replies = pipe.execute()
+        return len(self.partitions) * (2 if register else 1) + (1 if count else 0)
+
+    def heartbeat_replies(
+        self, again: Any, replies: list[Any], role: str, member: str, count: bool, register: bool
+    ) -> int:
+        """A staged heartbeat's replies: queue on `again` the registrations of the partitions
+        whose key had expired (to run after); the registry's size if counted, else 0."""
         if not register:
-            expired = [k for k, old in zip(self.partitions, replies, strict=False) if old is None]
-            if expired:
-                again = self.client.pipeline(transaction=False)
-                for k in expired:
+            for k, old in zip(self.partitions, replies, strict=False):
+                if old is None:
                     again.sadd(self._presence_keys(k, role, member)[1], member)
-                again.execute()
         return int(replies[-1]) if count else 0
 
     def withdraw_heartbeat(self, role: str, member: str) -> None:

@@ -44,6 +44,9 @@ def test_the_probe_names_exactly_the_workloads_with_a_row_due_now(make_settings,
         assert probe.due(parts) == {1}  # b's row alone: not done, not parked, not in an hour
         query(sql, "UPDATE jobs_c SET next_check_at = NOW(3)")
         assert probe.due(parts) == {1, 2}
+        assert probe.statement(parts) is probe.statement(parts)  # written once while idle
+        moved = [parts[0], (parts[1][0], (parts[1][1][0] + 1, None)), parts[2]]
+        assert probe.statement(moved) != probe.statement(parts)
         assert probe.due([]) == set()
     finally:
         probe.close()

@@ -8,6 +8,7 @@ import time
 
 from recheck.commands.init_db import init_db
 from recheck.shared.core.records import WorkerBeat
+from recheck.shared.process.presence import Presence
 from recheck.shared.redis.store import Counts
 from recheck.shared.workloads import read_workloads
 from tests.support.checks import ok
@@ -42,7 +43,7 @@ def test_takes_fill_up_from_the_next_partitions_and_acks_return_entries_to_their
     entries = [b"%d:%d" % (i, 1000 + i) for i in range(1, 401)]
     assert store.push("me", entries).pushed == 400
     depths = [store.client.llen(keys.queue) for keys in store.partitions]
-    store.publish_heartbeat("worker", "w", WorkerBeat(id="w"), 60_000)
+    Presence(store, "worker", "w", 60).publish(WorkerBeat(id="w"))
     first = store.take("w", max(depths) + 10).entries  # more than any one partition holds
     assert len(first) == max(depths) + 10
     assert len({store.partition_of(e) for e in first}) >= 2
@@ -71,7 +72,7 @@ def test_a_reclaimed_group_is_taken_alone_even_when_a_take_spans_partitions(make
     for entry in by_part[1][:3]:  # as the reclaimer leaves them: out of the queue, in a group
         store.client.lrem(keys.queue, 1, entry)
     store.client.rpush(keys.suspects, group)
-    store.publish_heartbeat("worker", "w", WorkerBeat(id="w"), 60_000)
+    Presence(store, "worker", "w", 60).publish(WorkerBeat(id="w"))
     takes = [store.take("w", 1000) for _ in range(3)]
     alone = [t for t in takes if t.suspect]
     assert len(alone) == 1 and sorted(alone[0].entries) == sorted(group.split(b" "))

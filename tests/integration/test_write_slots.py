@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from recheck.shared.core.records import WorkerBeat
+from recheck.shared.process.presence import Presence
 from recheck.shared.redis.keys import Keys
 from recheck.shared.redis.store import Store
 from recheck.workers.writing.writeslots import WriteSlots
@@ -124,9 +125,8 @@ def test_a_worker_waits_for_a_write_slot_before_writing_back(make_settings, sql,
     seed_rows(settings, 100, due_now=True)
     assert make_pusher(settings).push_page(START, 1000).pushed == 100
     store = make_store(settings)
-    store.publish_heartbeat(
-        "worker", "elsewhere", WorkerBeat(id="elsewhere"), 60_000
-    )  # another worker of the workload
+    # another worker of the workload
+    Presence(store, "worker", "elsewhere", 60).publish(WorkerBeat(id="elsewhere"))
     taken = time.monotonic()
     assert store.take_write_slot("elsewhere", 1, 3000)  # holds the only slot: it lapses in 3 s
     worker = make_worker(settings, ok)  # however long this takes on a busy machine

@@ -1,6 +1,6 @@
 """Heartbeats add their member to the registry only now and then, or where its key had expired
-(shared/process/presence.py, Store.publish_heartbeat): the reclaimer removes a member only once
-its key is gone, so a beat that finds its key alive has nothing to add."""
+(shared/process/presence.py, Store.stage_heartbeat and heartbeat_replies): the reclaimer removes
+a member only once its key is gone, so a beat that finds its key alive has nothing to add."""
 
 from __future__ import annotations
 
