@@ -90,6 +90,10 @@ class DuePusher:
         last = keys.parse([self.ordering.queued(entries[-1])])[0][0]
         return Page(len(entries), pushed, depth, (last.due_ms, last.id), lost)
 
+    def any_due(self, after: tuple, before: tuple, lateness_s: float) -> bool:
+        """Whether a page from `after` would read any row (one row read, nothing pushed)."""
+        return bool(self.rows.due_page(after, before, 1, lateness_s, priority=self.priority))
+
     def depth(self) -> int:
         """Entries waiting in the list this pusher fills (its backpressure)."""
         return self.store.queue_depth(self.priority)

@@ -207,6 +207,7 @@ class Sweeper:
     def __init__(self, workload: Workload, pusher: DuePusher, dispatcher_cursor=lambda: END):
         self.workload = workload
         self.pusher = pusher
+        self.guarded = False  # this run has set the sweep's guard (run_once ends it)
         self.passes: list[tuple[DuePusher, Callable[[], tuple]]] = [(pusher, dispatcher_cursor)]
 
     def also(self, pusher: DuePusher, dispatcher_cursor: Callable[[], tuple]) -> None:
@@ -218,11 +219,13 @@ class Sweeper:
         """Returns how many overdue ids were dispatched again (0 in healthy running)."""
         workload = self.workload
         pushed = 0
+        self.guarded = False
         try:
             for pusher, dispatcher_cursor in self.passes:
                 pushed += self.sweep(pusher, dispatcher_cursor(), max_pages)
         finally:
-            self.pusher.store.end_guard("sweep")
+            if self.guarded:
+                self.pusher.store.end_guard("sweep")
         if pushed:
             log.warning(
                 "%ssweep: %d rows overdue by more than %.1fs were not in flight; dispatched them again",
@@ -233,8 +236,15 @@ class Sweeper:
         return pushed
 
     def sweep(self, pusher: DuePusher, before: tuple, max_pages: int) -> int:
-        """One pass's overdue rows behind its cursor (`before`), under the sweep's guard."""
-        workload, cursor, pushed, depth = self.workload, START, 0, pusher.depth()
+        """One pass's overdue rows behind its cursor (`before`), under the sweep's guard. In
+        healthy running there are none: one unguarded read of a single row says so, and the
+        guard (which must be set before a read whose rows are pushed) and the queue's depth are
+        left alone: an idle workload's sweep costs Redis nothing."""
+        workload = self.workload
+        if not pusher.any_due(START, before, workload.deployment.sweep_grace):
+            return 0
+        self.guarded = True
+        cursor, pushed, depth = START, 0, pusher.depth()
         for _ in range(max_pages):
             room = workload.waiting_limit - depth
             if room <= 0:

@@ -206,6 +206,7 @@ class Dashboard:
         finally:
             db.close()
             self.lookups.release()
+            monitor.wake()  # a row paused or released here shows in the next second's sample
 
     def start(self) -> bool:
         if not self.port:

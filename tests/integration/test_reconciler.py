@@ -290,6 +290,23 @@ def test_the_sweep_leaves_rows_ahead_of_the_dispatchers_cursor_to_the_dispatcher
     assert [item.id for item in parse_entries(rds.lrange(keys.queue, 0, -1))[0]] == [1]
 
 
+def test_a_sweep_with_nothing_overdue_sets_no_guard_and_reads_no_depth(settings, sql, rds, monkeypatch):
+    """In healthy running the sweep finds nothing behind the cursor: one read of MySQL, and no
+    guard set or cleared, no queue depth read (an idle deployment's sweeps cost Redis nothing)."""
+    query(sql, "INSERT INTO user_block_status (user_id, next_check_at) VALUES (1, NOW(3) + INTERVAL 1 HOUR)")
+    sweeper = job(Sweeper, settings)
+    store = sweeper.pusher.store
+    calls = []
+    for name in ("begin_guard", "end_guard", "queue_depth"):
+        real = getattr(store, name)
+        monkeypatch.setattr(store, name, lambda *a, real=real, name=name: calls.append(name) or real(*a))
+    assert sweeper.run_once() == 0
+    assert calls == []
+    query(sql, "UPDATE user_block_status SET next_check_at = NOW(3) - INTERVAL 60 SECOND")
+    assert sweeper.run_once() == 1  # overdue: read again under the guard, and pushed
+    assert calls == ["queue_depth", "begin_guard", "end_guard"]
+
+
 def test_a_row_completed_between_the_sweeps_read_and_its_push_is_not_queued_again(
     make_worker, settings, sql, rds
 ):
@@ -307,13 +324,14 @@ def test_a_row_completed_between_the_sweeps_read_and_its_push_is_not_queued_agai
     real_query = sweeper.pusher.rows.db.query
 
     def read_then_worker_finishes(*args, **kwargs):
-        rows = real_query(*args, **kwargs)  # the sweep reads row 1 as overdue...
-        worker.lane(settings.name).batch.process(
-            held
-        )  # ...and the worker writes and acknowledges it before the push
+        rows = real_query(*args, **kwargs)  # the sweep reads row 1 as overdue, under its guard...
+        if rds.exists(keys.sweep_guard) and held:  # (not its first, unguarded look)
+            worker.lane(settings.name).batch.process(held)  # ...and the worker writes and acks it
+            held.clear()  # before the push
         return rows
 
     sweeper.pusher.rows.db.query = read_then_worker_finishes
     assert sweeper.run_once() == 0
+    assert not held  # the race did happen under the guard
     assert rds.llen(keys.queue) == 0 and rds.hlen(keys.inflight) == 0
     assert not rds.exists(keys.sweep_guard)  # the pass ended
