@@ -18,6 +18,7 @@ import functools
 import logging
 import math
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -28,7 +29,7 @@ from recheck.dispatcher.idle import IdleProbe
 from recheck.dispatcher.lane import DispatchLane
 from recheck.dispatcher.lease import NotLeader
 from recheck.dispatcher.web import Dashboard
-from recheck.shared.config import Settings, Workload
+from recheck.shared.config import Settings, Workload, redact_url
 from recheck.shared.mysql.schema import require_distinct_tables
 from recheck.shared.policies.lifecycle import rhythm_of
 from recheck.shared.process.loop import Service
@@ -79,12 +80,10 @@ class DispatcherService(Service):
             serve_metrics(self.deployment.metrics_host, self.deployment.metrics_port)
             self.dashboard.start()
         if not self.scheduler.running:
-            for lane in self.lanes:
-                for name, (job, period, leader_only) in lane.jobs.items():
-                    self.scheduler.add_job(
-                        self._job_runner(lane, job, leader_only), "interval", seconds=period,
-                        id=f"{lane.name}:{name}",
-                    )  # fmt: skip
+            for (name, period, server), runners in self.job_groups().items():
+                self.scheduler.add_job(
+                    functools.partial(run_in_turn, runners), "interval", seconds=period, id=f"{name}@{server}"
+                )
             # The heartbeat on the scheduler's thread, not in the dispatch loop (DispatchLane.beat).
             self.scheduler.add_job(self.beat, "interval", seconds=self.deployment.heartbeat_interval,
                                    id="heartbeat", next_run_time=datetime.now(UTC))  # fmt: skip
@@ -99,14 +98,32 @@ class DispatcherService(Service):
                 self.id, where, s.mysql.database, s.table, rhythm, s.high_water,
             )  # fmt: skip
 
-    def _job_runner(self, lane: DispatchLane, job, leader_only: bool):
+    def job_groups(self) -> dict[tuple[str, float, str], list[Callable[[], None]]]:
+        """Every lane's jobs, one scheduled job per kind and period for the workloads on one MySQL
+        server, running their lanes' in turn: an idle process wakes once per kind and period,
+        not once per workload (each wake costs more CPU than an idle job's work). Servers apart:
+        a silent one holds up only its own workloads' jobs; on one server a job waits at most
+        LOCK_WAIT_SECONDS for the application's row locks."""
+        groups: dict[tuple[str, float, str], list[Callable[[], None]]] = {}
+        for lane in self.lanes:
+            server = redact_url(lane.workload.mysql_url)
+            for name, (job, period, leader_only) in lane.jobs.items():
+                groups.setdefault((name, period, server), []).append(
+                    self._job_runner(lane, name, job, leader_only)
+                )
+        return groups
+
+    def _job_runner(self, lane: DispatchLane, name: str, job, leader_only: bool):
         def run() -> None:
             if leader_only and not lane.lease.held:
                 return  # standbys only watch
             # Outages are shared with the dispatch loop: one line per outage per process.
             # NotLeader: the dispatch loop notices it too, and stands by.
-            with contextlib.suppress(NotLeader):
-                lane.life.attempt(job.run_once)
+            try:
+                with contextlib.suppress(NotLeader):
+                    lane.life.attempt(job.run_once)
+            except Exception:  # a bug in one workload's job must not skip the others' in its group
+                log.exception("%sthe %s job failed", lane.workload.log_prefix, name)
 
         return run
 
@@ -199,6 +216,12 @@ class DispatcherService(Service):
             lane.life.attempt(lane.presence.withdraw)
             where = f" ({lane.name})" if len(self.lanes) > 1 else ""
             log.info("dispatcher %s stopped%s: %d ids dispatched", self.id, where, lane.dispatched())
+
+
+def run_in_turn(runners: list[Callable[[], None]]) -> None:
+    """A job group's run: each workload's job in turn (each handles its own outages)."""
+    for run in runners:
+        run()
 
 
 def serve(settings: Settings) -> int:
