@@ -93,7 +93,11 @@ class DispatchLane:
         self.settler = Settler(s, self.store, self.service.id)
         jobs = {
             "settle": (self.settler, SETTLE_EVERY, True),
-            "reclaim": (Reclaimer(s, own_db(), self.store), s.deployment.reclaim_interval, True),
+            "reclaim": (
+                Reclaimer(s, own_db(), self.store, pushes=lambda: (self.store.pushes, self.lease.gained)),
+                s.deployment.reclaim_interval,
+                True,
+            ),
             "sweep": (sweeper, s.deployment.sweep_interval, True),
             "orphans": (OrphanCollector(s, own_db(), self.store), s.deployment.orphan_interval, True),
             "housekeeping": (Housekeeper(s, own_db(), self.store), s.deployment.orphan_interval, True),

@@ -29,6 +29,7 @@ class Lease:
         self.owner = owner
         self.ttl_ms = round(ttl_seconds * 1000)
         self.holder: str | None = None
+        self.gained = 0  # times this dispatcher came to hold the lease (another may have led between)
         self.lock = threading.Lock()  # the dispatch loop and the renewing thread
 
     @property
@@ -50,6 +51,7 @@ class Lease:
         was_held = self.held
         self.holder = self.store.hold_lease(self.owner, self.ttl_ms)
         if self.held and not was_held:
+            self.gained += 1
             log.warning("dispatcher %s is now the leader", self.owner)
         elif was_held and not self.held:
             log.warning("dispatcher %s lost the lease to %s; standing by", self.owner, self.holder)

@@ -117,19 +117,36 @@ class GroupLimitsCopier(Job):
 
 class Reclaimer(Job):
     def __init__(
-        self, workload: Workload, db: Database, store: Store, clock: Callable[[], float] = time.monotonic
+        self,
+        workload: Workload,
+        db: Database,
+        store: Store,
+        clock: Callable[[], float] = time.monotonic,
+        pushes: Callable[[], object] = lambda: None,
     ):
+        """pushes: what changes whenever something may have been put in flight since (this
+        process's pushes and the times it came to lead: another leader may have pushed between);
+        None: unknown, read the in-flight hash every run."""
         super().__init__(workload, db, store)
         self.clock = clock
         self.full_due = 0.0  # when a run goes through the workers even with nothing in flight
+        self.pushes = pushes
+        self.empty_at: object = None  # `pushes` when the in-flight hash was last seen empty
 
     def run_once(self) -> tuple[int, int]:
         """Returns (ids reclaimed, ids quarantined) in this run. With nothing in flight no worker
-        holds anything: one read, and the workers are looked at every IDLE_RECLAIM_EVERY seconds
-        only (a dead one's registration and its running count go then)."""
+        holds anything: one read (none while nothing was pushed since it found the hash empty),
+        and the workers are looked at every IDLE_RECLAIM_EVERY seconds only (a dead one's
+        registration and its running count go then)."""
         now = self.clock()
-        if now < self.full_due and self.store.nothing_in_flight():
-            return 0, 0
+        if now < self.full_due:
+            seen = self.pushes()  # read before the hash: a push after it changes it again
+            if seen is not None and seen == self.empty_at:
+                return 0, 0
+            if self.store.nothing_in_flight():
+                self.empty_at = seen
+                return 0, 0
+        self.empty_at = None
         self.full_due = now + IDLE_RECLAIM_EVERY
         reclaimed = quarantined = 0
         holdings: dict[str, list[int]] = {}  # a dead worker's, in each partition, read once a run

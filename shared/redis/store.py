@@ -211,6 +211,9 @@ class Store:
         self._scripts = {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}
         self._next = itertools.count()  # where the next take starts
         self._delivered: int | None = None  # the partition a blocking wait just delivered from
+        # Pushes this object has made (counted once each has run): only pushes add to the in-flight
+        # hash, so an idle reclaimer that saw it empty need not read it again until this changes.
+        self.pushes = 0
         self._groups_at: set[int] = set()  # partitions seen holding reclaimed groups
         self._lock = threading.Lock()
 
@@ -250,18 +253,21 @@ class Store:
         priority: to the priority list (its depth is the one returned)."""
         pushed, depth, lost, refused = 0, 0, False, False
         mode = "head" if head else "priority" if priority else "tail"
-        for index, part_entries in self._split(entries).items():
-            k = self.partitions[index]
-            keys = [k.queue, k.inflight, k.stats, k.epoch, k.leader, k.completed, k.again, k.dropped]
-            result = self._run(
-                "dispatch",
-                [*keys, k.priority_queue, *k.group_keys(), k.workers],
-                [owner, mode, self._now(), *part_entries],
-            )
-            refused |= int(result[0]) < 0
-            pushed += max(int(result[0]), 0)
-            depth += int(result[1])
-            lost |= bool(result[2])
+        try:
+            for index, part_entries in self._split(entries).items():
+                k = self.partitions[index]
+                keys = [k.queue, k.inflight, k.stats, k.epoch, k.leader, k.completed, k.again, k.dropped]
+                result = self._run(
+                    "dispatch",
+                    [*keys, k.priority_queue, *k.group_keys(), k.workers],
+                    [owner, mode, self._now(), *part_entries],
+                )
+                refused |= int(result[0]) < 0
+                pushed += max(int(result[0]), 0)
+                depth += int(result[1])
+                lost |= bool(result[2])
+        finally:  # after the scripts ran (or may have: a lost reply), never before
+            self.pushes += 1
         return Pushed(-1 if refused else pushed, depth, lost)
 
     def queue_depth(self, priority: bool | None = None) -> int:

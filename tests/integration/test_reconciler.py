@@ -6,10 +6,13 @@ import threading
 
 from recheck.dispatcher.reconciler import OrphanCollector, Reclaimer, Sweeper
 from recheck.shared.core.entries import datetime_to_ms, make_entry, parse_entries
+from recheck.shared.core.records import WorkerBeat
 from recheck.shared.mysql.db import Database
+from recheck.shared.process.presence import Presence
 from recheck.shared.redis.keys import Keys
 from recheck.shared.redis.store import GROUP_CHUNK
 from tests.support import checks
+from tests.support.clock import ManualClock
 from tests.support.helpers import (
     TEST_LEADER,
     dispatch_all,
@@ -163,6 +166,38 @@ def test_an_id_that_keeps_killing_workers_is_quarantined_then_released(make_work
     assert "left alone (not quarantined): 2" in released.stdout
     assert scalar(sql, "SELECT next_check_at <= NOW(3) FROM user_block_status WHERE user_id = 1") == 1
     assert not rds.hexists(keys.reclaims, "1")
+
+
+def test_an_idle_reclaimer_reads_the_in_flight_hash_again_only_after_a_push(settings, rds, monkeypatch):
+    """Only pushes put ids in flight: with nothing in flight and nothing pushed since, an idle
+    reclaimer reads nothing (the workers are still looked at every IDLE_RECLAIM_EVERY s); a push,
+    or coming to lead again, and it reads again, and a worker dead with the pushed id in hand is
+    reclaimed at that run."""
+    keys = Keys(settings.deployment.key_prefix)
+    store = make_store(settings)
+    assert store.hold_lease(TEST_LEADER, 60_000) == TEST_LEADER
+    clock, gained = ManualClock(), [0]
+    reclaimer = Reclaimer(settings, Database(settings), store, clock=clock,
+                          pushes=lambda: (store.pushes, gained[0]))  # fmt: skip
+    reads = []
+    real = store.nothing_in_flight
+    monkeypatch.setattr(store, "nothing_in_flight", lambda: reads.append(1) or real())
+    assert reclaimer.run_once() == (0, 0)  # the first run looks at the workers
+    for _ in range(3):
+        clock.now += 1
+        assert reclaimer.run_once() == (0, 0)
+    assert len(reads) == 1  # read once, then nothing was pushed
+    gained[0] += 1  # led again: another leader may have pushed meanwhile
+    clock.now += 1
+    reclaimer.run_once()
+    assert len(reads) == 2
+    assert store.push(TEST_LEADER, [make_entry(7, 1000)]).pushed == 1
+    Presence(store, "worker", "w", 60).publish(WorkerBeat(id="w"))
+    assert len(store.take("w", 10).entries) == 1
+    rds.delete(keys.heartbeat("w"))  # the worker died holding it
+    clock.now += 1
+    assert reclaimer.run_once() == (1, 0)  # well before IDLE_RECLAIM_EVERY
+    assert len(reads) == 3
 
 
 def test_the_sweep_redispatches_overdue_rows_nothing_holds(settings, sql, rds):
