@@ -12,7 +12,9 @@ release, when the scripts put them in the asked list without ringing; or a read 
 the queue was full) is read again every FAST_EVERY seconds, and a workload this dispatcher has
 just come to lead at once (ids asked for while nobody led it). Every SAFETY_EVERY seconds every led
 workload is read whatever rang: a bell lost with a Redis that restarted, or an older client that
-does not ring, delays an asked id by that much at most.
+does not ring, delays an asked id by that much at most. Before reading, one round trip asks
+whether each named workload's lists hold anything at all (Store.asked_waiting): only those that do
+are read, but a workload whose last read asked for another soon is read whatever it holds.
 """
 
 from __future__ import annotations
@@ -81,12 +83,16 @@ class AskedThread:
         wait_for_bell: Callable[[str, float], str],
         last_ring: Callable[[], str],
         clock: Callable[[], float] = time.monotonic,
+        holding: Callable[[list[AskedLane]], list[bool]] | None = None,
     ):
+        """holding: whether each lane's asked list (or its list of ids asked for in flight) holds
+        anything, in one round trip for all of them (None: read every lane named)."""
         self.service = service
         self.rounds = AskedRounds(lanes)
         self.wait_for_bell = wait_for_bell
         self.last_ring = last_ring
         self.clock = clock
+        self.holding = holding
         self.thread = threading.Thread(target=self.run, name="asked", daemon=True)
 
     def start(self) -> None:
@@ -102,8 +108,22 @@ class AskedThread:
                 rung, last = last is not None and found != last, found
             else:  # the bell's server is away (a cluster's node): the safety reads go on meanwhile
                 self.service.wait(min(found, SAFETY_EVERY))
-            for lane in self.rounds.to_read(rung, self.clock()):
+            for lane in self.worth_reading(self.rounds.to_read(rung, self.clock())):
                 lane.read_asked()
+
+    def worth_reading(self, lanes: list[AskedLane]) -> list[AskedLane]:
+        """Of the lanes a round names, those to read: a lane read again soon by its last read's
+        say always; the others only if their lists hold anything, asked of all of them in one
+        round trip (a safety read of ten idle workloads: one round trip, not twenty)."""
+        looked = [lane for lane in lanes if not lane.asked_soon]
+        if not looked or self.holding is None:
+            return lanes
+        holding = self.holding
+        ok, found = self.service.attempt(lambda: holding(looked))
+        if not ok:
+            return lanes  # the reads themselves meet the outage, and log it once
+        empty = {id(lane) for lane, holds in zip(looked, found, strict=True) if not holds}
+        return [lane for lane in lanes if id(lane) not in empty]
 
     def _wait_step(self, last: str | None) -> Callable[[], str]:
         """Read where the bell is at first; then wait for it to ring after `last`."""

@@ -615,6 +615,24 @@ class Store:
                 pipe.execute()
         return in_flight
 
+    @staticmethod
+    def asked_waiting(stores: Sequence[Store]) -> list[bool]:
+        """Whether each store's asked lists or lists of ids asked for in flight hold anything (in
+        any partition): one round trip per Redis client for all of them."""
+        by_client: dict[int, list[int]] = {}
+        for number, store in enumerate(stores):
+            by_client.setdefault(id(store.client), []).append(number)
+        found = [False] * len(stores)
+        for numbers in by_client.values():
+            pipe = stores[numbers[0]].client.pipeline(transaction=False)
+            for number in numbers:
+                for k in stores[number].partitions:
+                    pipe.exists(k.asked, k.again)  # one slot: the partition's hash tag
+            replies = iter(pipe.execute())
+            for number in numbers:
+                found[number] = any([next(replies) for _ in stores[number].partitions])
+        return found
+
     def take_asked(self, limit: int) -> tuple[list[bytes], bool]:
         """(up to `limit` asked ids from every partition, whether ids asked for while in flight
         wait for their release: the scripts put those in the asked list without ringing)."""

@@ -108,3 +108,23 @@ def test_the_thread_reads_at_a_ring_and_keeps_its_safety_reads_while_the_bells_s
     lane.reads, service = 0, Service(rounds=3)
     AskedThread(service, [lane], away, away, clock=lambda: now[0]).run()
     assert lane.reads == 1 and service.waited == [0.5, 0.5, 0.5]  # the first safety read, despite it
+
+
+def test_a_round_reads_only_the_lanes_whose_lists_hold_anything_asked_of_all_in_one_look():
+    a, b, soon = CountingLane("a"), CountingLane("b"), CountingLane("soon", asked_soon=True)
+    looks = []
+
+    def holding(lanes) -> list[bool]:
+        looks.append(names(lanes))
+        return [lane.name == "b" for lane in lanes]
+
+    thread = AskedThread(Service(rounds=9), [a, b, soon], lambda *_: "0-0", lambda: "0-0", holding=holding)
+    assert names(thread.worth_reading([a, b, soon])) == ["b", "soon"]  # "soon" is read whatever it holds
+    assert looks == [["a", "b"]]  # one look for the lanes it may skip
+    assert thread.worth_reading([soon]) == [soon] and len(looks) == 1  # nothing to look at: no look
+
+    def away(_lanes) -> list[bool]:
+        raise ConnectionError("redis is away")
+
+    thread.holding = away
+    assert names(thread.worth_reading([a, b])) == ["a", "b"]  # the reads meet the outage and log it
