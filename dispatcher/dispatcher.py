@@ -105,8 +105,8 @@ class DuePusher:
         # Asked ids go first even at high water (a backlog is when `now` matters), up to a slack
         # above it: beyond that they wait in their list (their rows are due anyway).
         room = asked_room(self.workload.waiting_limit, self.store.head_depth())
-        if room <= 0:
-            self.asked_soon = True  # they wait in their list: read again at the fast pace
+        if room <= 0:  # any asked wait in their list: read again at the fast pace while they do
+            self.asked_soon = Store.asked_waiting([self.store])[0]
             return 0
         asked, again = self.store.take_asked(min(ASKED_PER_READ, room))
         # Read again soon while ids asked for in flight wait for their release (the scripts then

@@ -107,3 +107,19 @@ def test_completions_are_kept_for_a_window_not_for_as_long_as_acks_go_on(setting
         ends_at = int(name.rsplit(b":", 1)[1]) * 10_000 + 30_000
         assert rds.pttl(name) <= ends_at - now_ms
     store.end_guard("dispatch")
+
+
+def test_a_queue_at_high_water_is_read_again_soon_only_while_asked_ids_wait(settings, rds):
+    """Asked ids wait in their list while the queue is past high water and its slack: the asked
+    thread reads the workload again at the fast pace while some wait, not while none do."""
+    settings = settings.evolve(high_water=10)
+    keys = Keys(settings.deployment.key_prefix)
+    pusher = make_pusher(settings)
+    rds.rpush(keys.queue, *(f"{i}:1000".encode() for i in range(1, 1100)))  # past 10 + the slack
+    assert pusher.push_asked() == 0 and not pusher.asked_soon  # nothing asked: the usual pace
+    pusher.store.ask([b"7"])
+    assert pusher.push_asked() == 0 and pusher.asked_soon  # 7 waits for room
+    rds.delete(keys.queue)
+    assert pusher.push_asked() == 0  # room now: 7 read (no row 7 in the table: nothing to push)
+    pusher.push_asked()  # a read that found ids asks for one more
+    assert not pusher.asked_soon
