@@ -121,14 +121,14 @@ def show_logs(compose: Compose) -> None:
     print(logs.stdout[-20000:], logs.stderr[-3000:])
 
 
-def frozen_holder(compose, podman) -> str | None:
-    """The name of worker 1 or 2, frozen (`podman pause`) while it holds rows (its processing set
-    in Redis is not empty), or None. Frozen, it can finish nothing: what it held when seen is what
-    it holds when killed (a worker seen holding rows, then killed a moment later, could have
-    acknowledged them all in between and been killed holding none, which tests nothing). One of
-    the two that scaling down to 2 keeps (compose removes the highest numbers): the next phase
-    stops the other two gracefully. A worker's id starts with its hostname, the container's short
-    id."""
+def frozen_holder(compose, podman) -> tuple[str, str] | None:
+    """(the name, the host name) of worker 1 or 2, frozen (`podman pause`) while it holds rows (its
+    processing set in Redis is not empty), or None. Frozen, it can finish nothing: what it held
+    when seen is what it holds when killed (a worker seen holding rows, then killed a moment later,
+    could have acknowledged them all in between and been killed holding none, which tests
+    nothing). One of the two that scaling down to 2 keeps (compose removes the highest numbers):
+    the next phase stops the other two gracefully. A worker's id starts with its hostname, the
+    container's short id."""
     for container in sorted(compose.containers("worker"), key=lambda c: c["Name"])[:2]:
         name, host = container["Name"], container["ID"][:12]
         script = f"for k in $(redis-cli --scan --pattern '*processing:{host}*'); do redis-cli scard $k; done"
@@ -142,7 +142,7 @@ def frozen_holder(compose, podman) -> str | None:
             if not holds:
                 podman("unpause", name)
         if holds:
-            return name
+            return name, host
     return None
 
 
@@ -214,11 +214,13 @@ def test_compose_yaml_up_scaled_killed_scaled_down_and_torn_down(engine, cleanup
             watch = Lateness(connect, "user_block_status")
             watch.start()
             time.sleep(2)
-            victim = wait_for(
+            victim, host = wait_for(
                 lambda: frozen_holder(compose, podman), 20, "a worker holding rows", interval=0.2
             )
             podman("kill", "--signal", "KILL", victim)  # frozen: killed holding what it was seen holding
-            reclaimed = re.compile(r"stopped heartbeating; reclaimed (\d+) ids")
+            # The victim's line: another worker paused a while by frozen_holder's look may have been
+            # taken for dead meanwhile (and reclaimed holding nothing) before it.
+            reclaimed = re.compile(rf"worker {re.escape(host)}\S* stopped heartbeating; reclaimed (\d+) ids")
             found = wait_for(
                 lambda: reclaimed.search(dispatcher_logs(compose)),
                 30,

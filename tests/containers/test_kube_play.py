@@ -256,7 +256,10 @@ def test_the_kubernetes_base_played_on_podman(podman, tmp_path):
             victim, pid = wait_for(holder, 20, "a worker holding rows", interval=0.2)
             subprocess.run(["kill", "-KILL", str(pid)], check=True)  # from outside, as the OOM killer would
             podman("unpause", victim)
-            reclaimed = re.compile(r"stopped heartbeating; reclaimed (\d+) ids")
+            host = victim.removesuffix("-worker")  # its worker id starts with the pod's name
+            # The victim's line: another worker paused a while by holding_worker's look may have
+            # been taken for dead meanwhile (and reclaimed holding nothing) before it.
+            reclaimed = re.compile(rf"worker {re.escape(host)}-\S* stopped heartbeating; reclaimed (\d+) ids")
             found = wait_for(lambda: reclaimed.search(dispatcher_logs(podman)), 30, "the reclaim", interval=1)
             assert int(found.group(1)) > 0, found.group(0)
             wait_for(lambda: healthy(podman, victim), 30, "the restarted worker to be healthy", interval=1)

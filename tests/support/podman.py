@@ -231,6 +231,10 @@ def compose_binary() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "docker-compose"
 
 
+# What Compose prints when Podman's API loses a one-off container's exit code (exit 125).
+LOST_EXIT_CODE = "Error waiting for container: unexpected end of JSON input"
+
+
 class Compose:
     """`docker compose -p PROJECT -f FILE... --env-file ENV ARGS` against the Podman API."""
 
@@ -261,7 +265,22 @@ class Compose:
         compose asks for it)."""
         name = f"{self.project}-run-{os.urandom(4).hex()}"
         try:
-            return self("run", "-T", "--name", name, *args, check=check, timeout=timeout)
+            done = self("run", "-T", "--name", name, *args, check=False, timeout=timeout)
+            if done.returncode == 125 and LOST_EXIT_CODE in done.stderr:
+                # The API's wait answered nothing (seen once in 2026-11-29's CI rehearsal, the
+                # command's output complete): the container is still there, ask Podman itself.
+                waited = subprocess.run(["podman", "wait", name], env=self.env, capture_output=True,
+                                        text=True, timeout=60)  # fmt: skip
+                if waited.returncode == 0 and waited.stdout.strip().lstrip("-").isdigit():
+                    done = subprocess.CompletedProcess(
+                        done.args, int(waited.stdout), done.stdout, done.stderr
+                    )
+            if check and done.returncode != 0:
+                raise AssertionError(
+                    f"compose run {' '.join(args)} exited {done.returncode}:\n"
+                    f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+                )
+            return done
         finally:
             subprocess.run(["podman", "rm", "-f", "-v", "-t", "0", name], env=self.env, capture_output=True)
 
