@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from recheck.shared.process.loop import Service
+from recheck.shared.redis.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,8 @@ class AskedLane(Protocol):
     def leads(self) -> bool: ...
     @property
     def asked_soon(self) -> bool: ...
+    @property
+    def store(self) -> Store: ...
     def read_asked(self) -> None: ...
 
 

@@ -65,18 +65,12 @@ class DispatcherService(Service):
         store = self.lanes[0].store  # the asked bell is the deployment's: any lane's store rings it
         self.asked = AskedThread(
             self, self.lanes, store.wait_for_asked, store.last_asked_ring,
-            holding=self.asked_waiting,
+            holding=lambda lanes: Store.asked_waiting([lane.store for lane in lanes]),
         )  # fmt: skip
         self.idle_probe = IdleProbe()
         self.next_beat = 0.0
         self.next_share_look = 0.0  # when the beat next compares what it leads with its share
         self.served = False
-
-    def asked_waiting(self, lanes: list) -> list[bool]:
-        """Whether each of these lanes' asked lists holds anything (dispatcher/asked.py), in one
-        round trip."""
-        stores = {id(lane): lane.store for lane in self.lanes}
-        return Store.asked_waiting([stores[id(lane)] for lane in lanes])
 
     def heartbeat_keys(self) -> list[str]:
         return [lane.presence.key for lane in self.lanes]

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 
 from recheck.shared.core.records import DispatcherBeat, WorkerBeat
-from recheck.shared.redis.store import Store
+from recheck.shared.redis.store import Store, by_client
 
 REGISTER_EVERY = 10  # beats between two that add the member to its registry whatever its key said
 
@@ -71,10 +71,7 @@ def publish_together(beats: Sequence[tuple[Presence, WorkerBeat | DispatcherBeat
     """Publish several heartbeats (a process's, one per workload) in one round trip per Redis
     client, plus one more only when an expired key's member must register again: ten workloads
     cost a process one round trip a beat, not ten. A Redis away raises for all of its beats."""
-    by_client: dict[int, list[tuple[Presence, WorkerBeat | DispatcherBeat]]] = {}
-    for presence, beat in beats:
-        by_client.setdefault(id(presence.store.client), []).append((presence, beat))
-    for group in by_client.values():
+    for group in by_client(beats, lambda pair: pair[0].store):
         client = group[0][0].store.client
         pipe = client.pipeline(transaction=False)
         staged = []

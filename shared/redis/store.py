@@ -47,6 +47,7 @@ from recheck.shared.redis.keys import Keys
 from recheck.shared.redis.scripts import script_source
 
 B = TypeVar("B", WorkerBeat, DispatcherBeat)
+T = TypeVar("T")
 
 DIED_ALONE = 1 << 20  # reclaims count: deaths + DIED_ALONE * deaths alone (reclaim.lua)
 SCRIPT_NAMES = (
@@ -176,6 +177,15 @@ def in_chunks(read: Callable[[int, int], list[bytes]], size: int = LIST_CHUNK) -
             yield chunk
         if len(chunk) < size:
             return
+
+
+def by_client(items: Sequence[T], store_of: Callable[[T], Store]) -> list[list[T]]:
+    """The items grouped by the Redis client of their store, in their order: one pipeline each
+    (a process's workloads usually share one client)."""
+    groups: dict[int, list[T]] = {}
+    for item in items:
+        groups.setdefault(id(store_of(item).client), []).append(item)
+    return list(groups.values())
 
 
 def soonest(waits: list[float]) -> float:
@@ -619,19 +629,16 @@ class Store:
     def asked_waiting(stores: Sequence[Store]) -> list[bool]:
         """Whether each store's asked lists or lists of ids asked for in flight hold anything (in
         any partition): one round trip per Redis client for all of them."""
-        by_client: dict[int, list[int]] = {}
-        for number, store in enumerate(stores):
-            by_client.setdefault(id(store.client), []).append(number)
-        found = [False] * len(stores)
-        for numbers in by_client.values():
-            pipe = stores[numbers[0]].client.pipeline(transaction=False)
-            for number in numbers:
-                for k in stores[number].partitions:
+        found: dict[int, bool] = {}  # id(store) ->
+        for group in by_client(stores, lambda store: store):
+            pipe = group[0].client.pipeline(transaction=False)
+            for store in group:
+                for k in store.partitions:
                     pipe.exists(k.asked, k.again)  # one slot: the partition's hash tag
             replies = iter(pipe.execute())
-            for number in numbers:
-                found[number] = any([next(replies) for _ in stores[number].partitions])
-        return found
+            for store in group:
+                found[id(store)] = any([next(replies) for _ in store.partitions])
+        return [found[id(store)] for store in stores]
 
     def take_asked(self, limit: int) -> tuple[list[bytes], bool]:
         """(up to `limit` asked ids from every partition, whether ids asked for while in flight
