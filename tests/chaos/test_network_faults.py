@@ -253,7 +253,7 @@ def test_rows_the_application_holds_locked_are_checked_once_released(tmp_path, p
 def test_a_read_only_failover_is_waited_out(cluster):
     cluster.start()
     admin = cluster.mysql.connect()
-    down = 10.0  # ten times the heartbeat TTL: long enough for any give-back or lease loss to show
+    down = 5.0  # five times the heartbeat TTL: long enough for any give-back or lease loss to show
     with admin.cursor() as cursor:
         cursor.execute("SET GLOBAL read_only = 1")
         cluster.note(f"mysql read-only for {down:g} s")
@@ -261,7 +261,7 @@ def test_a_read_only_failover_is_waited_out(cluster):
         cursor.execute("SET GLOBAL read_only = 0")
     admin.close()
     cluster.note("mysql takes writes again")
-    report = cluster.finish(f"MySQL read-only for {down:g} s", settle_s=5.0)
+    report = cluster.finish(f"MySQL read-only for {down:g} s")
     for process in cluster.workers:
         log = cluster.procs.log_of(process)
         assert log.count("mysql refuses writes") == 1, log[-3000:]

@@ -28,7 +28,7 @@ def test_8000_rows_every_2s_with_3_workers_stay_fresh(settings, sql, procs):
     workers = [procs.start("worker", settings) for _ in range(3)]
     started = time.monotonic()
     samples = []  # (seconds since start, rows overdue by > 1 s, oldest lateness in s)
-    while (elapsed := time.monotonic() - started) < 15:
+    while (elapsed := time.monotonic() - started) < 10:
         samples.append((elapsed, scalar(sql, OVERDUE_1S), float(scalar(sql, OLDEST))))
         time.sleep(0.25)  # sampling period, not a wait for a condition
     codes = procs.stop_all()
@@ -42,8 +42,8 @@ def test_8000_rows_every_2s_with_3_workers_stay_fresh(settings, sql, procs):
 
     counts = [row[0] for row in query(sql, "SELECT check_count FROM user_block_status")]
     assert len(counts) == ROWS
-    # About 7 cycles of 2 s fit in 15 s; every single row had at least 6.
-    assert min(counts) >= 6, min(counts)
+    # About 4.5 cycles of 2 s fit in 10 s after the processes' start; every single row had 3 or more.
+    assert min(counts) >= 3, min(counts)
     violations = audit_violations(sql)
     assert violations["premature"] == 0 and violations["double"] == 0, violations
     assert violations["writes"] == sum(counts)

@@ -22,9 +22,9 @@ from tests.support.servers import RedisCluster, wait_for
 
 pytestmark = pytest.mark.serial  # rates and counts: alone, not beside other tests (make test)
 STAMPED = {"RECHECK_CHECK": "tests.support.checks:stamped"}
-# Seconds measured: 10 in make test; the figures in docs/performance.md are over 30 s
-# (TEST_RATE_WINDOW=30 pytest -s tests/integration/test_rate_limits.py).
-WINDOW = float(os.environ.get("TEST_RATE_WINDOW", "10"))
+# Seconds measured: 5 in make test (no test sleeps longer); the figures in docs/performance.md
+# are over 30 s (TEST_RATE_WINDOW=30 pytest -s tests/integration/test_rate_limits.py).
+WINDOW = float(os.environ.get("TEST_RATE_WINDOW", "5"))
 
 
 def stamps_of(file: Path) -> list[float]:
@@ -91,7 +91,9 @@ def test_three_workers_keep_to_200_checks_a_second(make_settings, procs, tmp_pat
     where = f"{'a cluster, ' if redis_url else ''}{partitions} partition(s)"
     print(f"rate_limit 200, {where}: {rate:.1f} checks/s over {WINDOW} s, busiest second "
           f"{busiest_second(times)}, per worker {per_worker}")  # fmt: skip
-    assert 200 * 0.95 <= rate <= 200 * 1.02, rate  # within a few % of the limit
+    # Within a few % of the limit, and never more than a token bucket allows in any window: the
+    # limit's worth of the window plus one grant (2 % of a 10 s window, 4 % of a 5 s one).
+    assert rate >= 200 * 0.95 and len(times) <= 200 * WINDOW + burst, (rate, len(times), burst)
     assert busiest_second(times) <= 200 + burst, busiest_second(times)  # never above by more than a grant
     # No worker starved. Not equal shares: grants go to whoever asks when tokens are due, and in
     # a 10 s window the shares were 19-43 % with one partition (the last worker started tends to

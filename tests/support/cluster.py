@@ -324,16 +324,21 @@ class Cluster:
         time.sleep(seconds)
 
     # -- judging ----------------------------------------------------------------------------
-    def finish(self, fault: str, settle_s: float = 3.0, stuck_after_s: float = 3.0,
+    def finish(self, fault: str, settle_s: float = 1.0, stuck_after_s: float = 3.0,
                exited: tuple[subprocess.Popen, ...] = ()) -> Report:  # fmt: skip
         """Let things settle, measure stuck rows, stop gracefully, then judge from MySQL.
 
-        Stuck rows are those still overdue by more than stuck_after_s once settle_s has passed
-        and up to STUCK_PATIENCE_S more (a lost row stays overdue forever; a busy machine's
-        recovery may need the extra seconds, which the lateness bound judges on its own).
+        Settling: the run goes on for settle_s, then until every row due by then has been written
+        again (so its lateness is in the audit, however late the fault made it), for at most
+        STUCK_PATIENCE_S more (a lost row stays overdue forever; a busy machine's recovery may
+        need the extra seconds, which the lateness bound judges on its own). Stuck rows are those
+        still overdue by more than stuck_after_s after that.
         exited: processes the test itself stopped (their exit codes were judged by the test)."""
         self.pause(settle_s)
+        cut = scalar(self.conn, "SELECT NOW(3)")
         deadline = time.monotonic() + STUCK_PATIENCE_S
+        while time.monotonic() < deadline and any(self._due_by(admin, cut) for admin in self.tables()):
+            time.sleep(0.1)  # polling for a condition
         while True:
             stuck = {admin.table: self._stuck(admin, stuck_after_s) for admin in self.tables()}
             if not any(stuck.values()) or time.monotonic() > deadline:
@@ -352,6 +357,12 @@ class Cluster:
         first.duplicates = invocations - sum(report.writes for report in reports)
         first.events, first.others = self.events, reports[1:]
         return first
+
+    def _due_by(self, admin: Settings, cut) -> int:
+        """Rows of a workload's table still due at or before `cut` (MySQL's time): not yet
+        written again since."""
+        query = f"SELECT COUNT(*) FROM `{admin.table}` WHERE next_check_at <= %s"
+        return int(scalar(self.conn, query, (cut,)))
 
     def _stuck(self, admin: Settings, stuck_after_s: float) -> int:
         return int(scalar(
