@@ -175,7 +175,9 @@ def test_pause_survives_a_redis_flush_and_a_dispatcher_restart_and_shows_as_paus
     dispatcher.send_signal(signal.SIGKILL)  # ...and the dispatcher is killed and started again
     dispatcher.wait(10)
     procs.start("dispatcher", settings)
-    time.sleep(4 * settings.interval + 2)
+    # Three more rounds of the other rows: the paused ones would have been checked by then.
+    wait_for(lambda: all(counts(sql)[i] >= before[i] + 3 for i in range(4, 31)), 20, "three more rounds",
+             interval=0.2)  # fmt: skip
     after = counts(sql)
     assert all(after[i] == before[i] for i in (1, 2, 3)), (before, after)
     assert all(after[i] > before[i] for i in range(4, 31)), "the other rows went on"

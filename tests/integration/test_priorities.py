@@ -238,12 +238,12 @@ def test_under_a_third_of_the_rate_needed_premium_rows_keep_their_rhythm_and_the
 ):
     """With partitions, each partition keeps its own two lists and share (each take is served by
     one partition first): the promise holds over the workload all the same."""
-    interval, rows = 2.0, 3000
+    interval, rows = 1.0, 3000
     settings, every = with_priority(
         make_settings, interval=interval, rate_limit=rows / interval / 3, partitions=partitions
     )
     seed_rows(settings, rows, due_now=True)
-    mark_premium(settings, every)  # 300 premium rows need 150 checks/s of the limit's 500
+    mark_premium(settings, every)  # 300 premium rows need 300 checks/s of the limit's 1,000
     record = tmp_path / "stamps"
     record.mkdir()
     procs.start("dispatcher", settings)
@@ -251,7 +251,7 @@ def test_under_a_third_of_the_rate_needed_premium_rows_keep_their_rhythm_and_the
         procs.start("worker", settings, env={**STAMPED, "TEST_CHECK_RECORD": str(record)})
     wait_for(lambda: len(calls_by_id(record)) >= 400, 20, "the first checks")
     start = time.time()
-    time.sleep(6 * interval)  # a sampling period: the rest need 7.7 s for a round at 350/s
+    time.sleep(5 * interval)  # a sampling period: the rest need 3.9 s for a round at 700/s
     status = recheck("status", settings=settings).stdout
     end = time.time()
     calls = calls_by_id(record)
