@@ -129,14 +129,14 @@ def logs(podman: Podman, container: str, *options: str) -> str:
 
 def healthy(podman: Podman, container: str) -> bool:
     """Its liveness probe, run now (Podman runs health checks on a systemd timer; none here).
-    One stuck run (seen in CI right after the compose test: 60 s once, 20 s cut short another
-    time) counts as a failed attempt, so the caller's wait tries again instead of spending its
-    whole budget on it."""
+    One stuck run (seen in CI right after the compose test: 60 s once, 20 s cut short twice in
+    one run) counts as a failed attempt after 10 s, so the caller's wait tries again instead of
+    spending its budget on it (a run that answers takes a second or two)."""
     run = ["podman", "healthcheck", "run", container]
     try:
-        return subprocess.run(run, env=podman.env, capture_output=True, timeout=20).returncode == 0
+        return subprocess.run(run, env=podman.env, capture_output=True, timeout=10).returncode == 0
     except subprocess.TimeoutExpired:
-        print(f"[kube test] podman healthcheck run {container}: no answer within 20 s")
+        print(f"[kube test] podman healthcheck run {container}: no answer within 10 s")
         return False
 
 
