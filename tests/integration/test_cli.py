@@ -8,7 +8,6 @@ import pty
 import re
 import select
 import signal
-import subprocess
 import sys
 import time
 
@@ -200,38 +199,29 @@ def read_terminal(terminal: int, until: re.Pattern | None, seconds: float) -> by
 
 
 @pytest.mark.serial  # timing: alone, not beside other tests (make test)
-def test_run_restarts_a_crashed_worker_and_the_poison_id_is_quarantined(make_settings, sql, tmp_path):
+def test_run_restarts_a_crashed_worker_and_the_poison_id_is_quarantined(make_settings, sql, procs):
     settings = make_settings(interval=2.0, max_reclaims=3)
     # 24 rows: the poison id dies in the first take, in a group of 3, then alone twice (4 deaths,
     # restarted after 0.5, 1, 2 and 4 s). The run goes on until the poison id is quarantined and
     # every other row checked and on time again (a CI runner's workers took 1-2 s each to
     # start), then is stopped as an operator would: its summary must find the table fresh.
     recheck("seed", "--rows", "24", "--due-now", settings=settings)
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("RECHECK_")}
-    environment.update(settings.env_overrides(), PYTHONPATH=str(REPO))
-    environment.update(RECHECK_CHECK="tests.support.checks:poison", TEST_CHECK_POISON="7")
-    out, err = tmp_path / "run.out", tmp_path / "run.err"
-    with out.open("wb") as stdout, err.open("wb") as stderr:
-        run = subprocess.Popen([sys.executable, "-m", "recheck", "run", "--workers", "1"], env=environment,
-                               cwd=REPO, stdout=stdout, stderr=stderr)  # fmt: skip
-    try:
+    env = {"RECHECK_CHECK": "tests.support.checks:poison", "TEST_CHECK_POISON": "7"}
+    run = procs.start("recheck", settings, "run", "--workers", "1", env=env)  # python -m recheck run
 
-        def quarantined_and_the_rest_fresh() -> bool:
-            behind = scalar(
-                sql,
-                "SELECT COUNT(*) FROM user_block_status WHERE user_id <> 7 "
-                "AND (check_count = 0 OR next_check_at < NOW(3) - INTERVAL 1 SECOND)",
-            )
-            return "quarantined ids 7" in err.read_text() and behind == 0
+    def quarantined_and_the_rest_fresh() -> bool:
+        behind = scalar(
+            sql,
+            "SELECT COUNT(*) FROM user_block_status WHERE user_id <> 7 "
+            "AND (check_count = 0 OR next_check_at < NOW(3) - INTERVAL 1 SECOND)",
+        )
+        return "quarantined ids 7" in procs.log_of(run) and behind == 0
 
-        wait_for(quarantined_and_the_rest_fresh, 60, "the poison quarantined, the rest fresh", interval=0.2)
-        run.send_signal(signal.SIGTERM)
-        assert run.wait(timeout=30) == 0, out.read_text() + err.read_text()
-    finally:
-        if run.poll() is None:
-            run.kill()
-    said, logged = out.read_text(), err.read_text()
-    assert logged.count("worker 0 exited with code 99") >= 3, logged
+    wait_for(quarantined_and_the_rest_fresh, 60, "the poison quarantined, the rest fresh", interval=0.2)
+    run.send_signal(signal.SIGTERM)
+    assert run.wait(timeout=30) == 0, procs.log_of(run)
+    said = procs.log_of(run)  # its summary (stdout) and the children's logs (stderr)
+    assert said.count("worker 0 exited with code 99") >= 3, said
     assert "every row fresh" in said, said
     due, error = query(sql, "SELECT next_check_at, last_error FROM user_block_status WHERE user_id = 7")[0]
     assert due.year == 9999 and error.startswith("quarantined")

@@ -399,16 +399,8 @@ def test_one_big_group_neither_exceeds_its_rate_nor_delays_two_hundred_small_one
     def group_of(key: int) -> str:
         return "big" if key <= 20_000 else f"s{(key - 20_001) // 10}"
 
-    small_keys = range(20_001, 22_001)
-
     def small_rows() -> dict[int, list[float]]:
-        by_row: dict[int, list[float]] = defaultdict(list)
-        for file in tmp_path.glob("*.stamps"):
-            for line in file.read_text().splitlines():
-                at, key = line.split()
-                if int(key) in small_keys:
-                    by_row[int(key)].append(float(at))
-        return by_row
+        return {key: times for key, times in calls_per_group(tmp_path, int).items() if key > 20_000}
 
     env = {**STAMPED, "TEST_CHECK_RECORD": str(tmp_path)}
     started_processes = [procs.start("dispatcher", settings)]
@@ -559,13 +551,9 @@ def test_one_merchant_down_its_breaker_holds_its_rows_and_the_others_keep_their_
     status = recheck("status", settings=settings).stdout  # while it lasts
     down.unlink()
     outage_end = time.time()
-    calls_by_key: dict[int, list[float]] = defaultdict(list)
-    for file in tmp_path.glob("*.stamps"):
-        for line in file.read_text().splitlines():
-            at, key = line.split()
-            calls_by_key[int(key)].append(float(at))
+    by_key = calls_per_group(tmp_path, int)
     m0_during = [
-        t for key in range(1, 251) if key not in held for t in calls_by_key[key] if opened <= t < outage_end
+        t for key in range(1, 251) if key not in held for t in by_key.get(key, []) if opened <= t < outage_end
     ]
     during = len(m0_during) / (outage_end - opened)
     wait_for(
