@@ -629,7 +629,7 @@ class Store:
     def asked_waiting(stores: Sequence[Store]) -> list[bool]:
         """Whether each store's asked lists or lists of ids asked for in flight hold anything (in
         any partition): one round trip per Redis client for all of them."""
-        found: dict[int, bool] = {}  # id(store) ->
+        found: dict[int, bool] = {}  # id(store) -> whether anything waits in it
         for group in by_client(stores, lambda store: store):
             pipe = group[0].client.pipeline(transaction=False)
             for store in group:
