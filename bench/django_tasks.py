@@ -15,7 +15,15 @@ transaction through Django for --seconds:
   `enqueued_at` to its `started_at`, both from Python's clock on this machine), over every task
   enqueued in the window; tasks not started 30 s after it count as never started.
 
-Backends alternate within a run (recheck, then django-tasks-db), --runs times.
+Both modes: CPU time per task enqueued in the window, in microseconds, of the backend's worker
+processes (for recheck its dispatcher too), of the producers, and of MariaDB and Redis, from
+the producers' start until the last of them ends (psutil). On 2 cores the roles share the CPU:
+what one takes, the others cannot have.
+
+Backends alternate within a run (recheck, then django-tasks-db), --runs times; --backends picks
+one. Django talks to MariaDB through mysqlclient, Django's own MySQL driver, when it is installed
+(`pip install mysqlclient`, which builds against libmariadb-dev and pkg-config), else through
+PyMySQL standing in for it; the first line says which. The producers' CPU depends on it.
 
     .venv/bin/pip install -e '.[bench]'   # django-tasks-db
     .venv/bin/python -m bench.django_tasks --runs 3
@@ -24,6 +32,7 @@ Backends alternate within a run (recheck, then django-tasks-db), --runs times.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -35,6 +44,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import psutil
 import pymysql
 
 from bench.compare import private_mariadb
@@ -48,6 +58,7 @@ from tasksite.settings import *  # noqa: F403
 INSTALLED_APPS = [*INSTALLED_APPS, "django_tasks_db"]  # noqa: F405
 PEER = {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default", "emails"]}
 TASKS = {**TASKS, "db": PEER}  # noqa: F405
+TASKS["default"]["OPTIONS"]["RECHECK"]["CONCURRENCY"] = 50  # the docs' setting, not the tests' 4
 """
 # Per backend: (how many finished in [a, b]), (enqueued_at, started_at) of every task, the reset.
 QUERIES = {
@@ -80,8 +91,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--recheck-workers", type=int, default=2)
     parser.add_argument("--db-workers", type=int, default=4)
     parser.add_argument("--modes", default="saturated,steady")
+    parser.add_argument("--backends", default="recheck,django-tasks-db",
+                        help="which to measure, comma-separated")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write every measurement here too")
     args = parser.parse_args(argv)
+    aliases = {name: alias for alias, name in NAMES.items()}
+    wanted = [name.strip() for name in args.backends.split(",") if name.strip()]
+    unknown = [name for name in wanted if name not in aliases]
+    if unknown or not wanted:
+        parser.error(f"--backends: choose from {', '.join(aliases)} (got {args.backends!r})")
+    chosen = [aliases[name] for name in wanted]
     started: list = []
     folder = Path(tempfile.mkdtemp(prefix="bench-django-"))
     results = []
@@ -102,13 +121,16 @@ def main(argv: list[str] | None = None) -> int:
         env.pop("RECHECK_CONFIG", None)
         manage = [sys.executable, "manage.py"]
         subprocess.run([*manage, "migrate", "-v0"], cwd=site, env=env, check=True)
+        driver = "mysqlclient" if importlib.util.find_spec("MySQLdb") else "PyMySQL (no mysqlclient)"
+        print(f"Django's MySQL driver: {driver}", flush=True)
         for run in range(1, args.runs + 1):
             for mode in args.modes.split(","):
-                for backend in ("default", "db"):
+                for backend in chosen:
                     for statement in QUERIES[backend]["reset"]:
                         conn.cursor().execute(statement)
                     redis.client().flushall()
-                    result = measure(args, mode, backend, site, env, conn)
+                    servers = [psutil.Process(server.process.pid) for server in (mysql, redis)]
+                    result = measure(args, mode, backend, site, env, conn, servers)
                     result.update(run=run, mode=mode, backend=NAMES[backend])
                     results.append(result)
                     print(json.dumps(result), flush=True)
@@ -122,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def measure(args, mode: str, backend: str, site: Path, env: dict, conn) -> dict:
+def measure(args, mode: str, backend: str, site: Path, env: dict, conn, servers: list) -> dict:
     manage = [sys.executable, "manage.py"]
     if backend == "default":
         workers = [subprocess.Popen([*manage, "recheck", "run", "--workers", str(args.recheck_workers)],
@@ -137,10 +159,16 @@ def measure(args, mode: str, backend: str, site: Path, env: dict, conn) -> dict:
         time.sleep(4)  # the workers up and idle
         rate = args.rate / args.producers if mode == "steady" else 0
         how = json.dumps({"backend": backend, "seconds": args.seconds, "rate": rate})
+        working = [psutil.Process(w.pid) for w in workers]
+        working += [child for parent in working for child in parent.children(recursive=True)]
+        before = {"workers": cpu_of(working), "servers": cpu_of(servers)}
         producers = [subprocess.Popen([*manage, "probe", "produce", how], cwd=site, env=env,
                                       stdout=subprocess.PIPE, text=True)
                      for _ in range(args.producers)]  # fmt: skip
         made = [json.loads(p.communicate()[0]) for p in producers]
+        spent = {"workers": cpu_of(working) - before["workers"],
+                 "servers": cpu_of(servers) - before["servers"],
+                 "producers": sum(m["cpu"] for m in made)}  # fmt: skip
         begin = datetime.fromtimestamp(min(m["began"] for m in made), UTC).replace(tzinfo=None)
         end = datetime.fromtimestamp(max(m["ended"] for m in made), UTC).replace(tzinfo=None)
         enqueued = sum(m["tasks"] for m in made)
@@ -174,7 +202,20 @@ def measure(args, mode: str, backend: str, site: Path, env: dict, conn) -> dict:
         "never_started": len(pairs) - len(waits),
         "start_p50_ms": round(1000 * percentile(waits, 0.50), 1) if waits else None,
         "start_p99_ms": round(1000 * percentile(waits, 0.99), 1) if waits else None,
+        **{f"cpu_us_per_task_{role}": round(1e6 * used / max(enqueued, 1)) for role, used in spent.items()},
     }
+
+
+def cpu_of(processes: list) -> float:
+    """CPU seconds (user + system) the processes have used so far; those gone count nothing."""
+    total = 0.0
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
 
 
 def unstarted(conn, backend: str) -> int:
@@ -206,7 +247,10 @@ def report(results: list[dict]) -> None:
                 return f"{min(r[key] or 0 for r in mine)}-{max(r[key] or 0 for r in mine)}"
 
             print(f"{mode:10} {backend:16} {span('finished_per_s'):>22} {span('enqueued_per_s'):>12}   "
-                  f"{span('start_p50_ms')} / {span('start_p99_ms')}   {span('never_started')}")  # fmt: skip
+                  f"{span('start_p50_ms')} / {span('start_p99_ms')}   {span('never_started')}   "
+                  f"CPU us per task: workers {span('cpu_us_per_task_workers')}, "
+                  f"producers {span('cpu_us_per_task_producers')}, "
+                  f"MariaDB + Redis {span('cpu_us_per_task_servers')}")  # fmt: skip
         per = {}
         for backend in NAMES.values():
             rates = [r["finished_per_s"] for r in results if r["mode"] == mode and r["backend"] == backend]

@@ -6,8 +6,9 @@ from importlib.util import find_spec
 
 import pymysql
 
-pymysql.install_as_MySQLdb()  # PyMySQL standing in for mysqlclient (recheck depends on it already)
-pymysql.version_info = (2, 2, 8, "final", 0)  # what Django 6.1 asks of mysqlclient
+if find_spec("MySQLdb") is None:  # mysqlclient, Django's driver for MySQL, when it is installed
+    pymysql.install_as_MySQLdb()  # else PyMySQL stands in for it (recheck depends on it already)
+    pymysql.version_info = (2, 2, 8, "final", 0)  # what Django 6.1 asks of mysqlclient
 
 SECRET_KEY = "test"
 DEBUG = False
