@@ -14,12 +14,12 @@ import time
 from dataclasses import dataclass
 
 from recheck.dispatcher.lease import NotLeader
-from recheck.shared.config import Workload
+from recheck.shared.config import DeploymentFields, Workload
 from recheck.shared.core.entries import MAX_DUE_MS, MIN_DUE_MS
 from recheck.shared.core.keys import KeyKind
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rows import Rows
-from recheck.shared.policies.lifecycle import lifecycle_of
+from recheck.shared.policies.lifecycle import Lifecycle, lifecycle_of
 from recheck.shared.policies.ordering import ordering_of
 from recheck.shared.process.metrics import dispatcher_metrics
 from recheck.shared.redis.connection import REDIS_DOWN
@@ -139,6 +139,16 @@ def asked_room(high_water: int, depth: int) -> int:
     return high_water + max(high_water // 10, ASKED_PER_READ) - depth
 
 
+def pause_after(deployment: DeploymentFields, lifecycle: Lifecycle, read: int, limit: int) -> float:
+    """How long a pass waits before its next page: none after a full one; after one that read rows
+    of a one-shot workload, busy_poll_interval (Lifecycle.follows_arrivals); else poll_interval."""
+    if read >= limit:
+        return 0.0
+    if read and lifecycle.follows_arrivals:
+        return min(deployment.busy_poll_interval, deployment.poll_interval)
+    return deployment.poll_interval
+
+
 class Dispatcher:
     """One poll = one page. Backpressure: nothing is read while the queue is at high water."""
 
@@ -223,7 +233,7 @@ class Dispatcher:
             for one in stale:
                 one.rewind()
             return 0.0
-        return 0.0 if page.read == limit else workload.deployment.poll_interval
+        return pause_after(workload.deployment, self.lifecycle, page.read, limit)
 
     def probe_from(self) -> tuple:
         """Where the rows this pass would read now begin, as a cursor (due_ms, key; a None key:

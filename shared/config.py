@@ -229,6 +229,9 @@ class DeploymentFields(BaseModel):
     config: str = ""  # the workloads file ('' = ./recheck.toml if it exists)
 
     poll_interval: Seconds = 0.05  # the dispatcher's pause when caught up or at high water
+    # A one-shot workload's pause after a page that read rows but was not full (jobs are
+    # arriving; at most poll_interval). Lower: jobs start sooner, for more CPU (docs/performance.md).
+    busy_poll_interval: Seconds = 0.05
 
     # Liveness and recovery.
     heartbeat_interval: Seconds = 1.0

@@ -29,6 +29,10 @@ class Lifecycle:
     # (a producer's transaction that began before the page was read and inserted due rows behind
     # the cursor); recurring rows are found by the sweep at their next due time.
     looks_back: bool
+    # Rows arrive as producers commit them: after a page that read some, the next poll comes
+    # after busy_poll_interval, not poll_interval (more are likely on their way, and each waits
+    # for that poll). Recurring rows come due on their schedule: poll_interval.
+    follows_arrivals: bool
     # Freshness (rows not attempted within an interval) is what the summary judges; a one-shot
     # workload reports its pending and dead rows instead.
     has_rhythm: bool
@@ -47,6 +51,7 @@ RECURRING = Lifecycle(
     success_done=False,
     failure_backoff_only=False,
     looks_back=False,
+    follows_arrivals=False,
     has_rhythm=True,
     adopts_rows=False,
 )
@@ -56,6 +61,7 @@ ONE_SHOT = Lifecycle(
     success_done=True,
     failure_backoff_only=True,
     looks_back=True,
+    follows_arrivals=True,
     has_rhythm=False,
     adopts_rows=True,
 )

@@ -15,6 +15,7 @@ def test_each_lifecycle_decides_every_question_its_own_way():
         "success_done",
         "failure_backoff_only",
         "looks_back",
+        "follows_arrivals",
         "has_rhythm",
         "adopts_rows",
     )
@@ -29,3 +30,16 @@ def test_each_lifecycle_decides_every_question_its_own_way():
     assert rhythm_of(Workload(schedule_column="cron", time_zone_column="tz")).says == (
         "each row's schedule (cron) in each row's time zone (tz, else UTC)"
     )
+
+
+def test_a_one_shot_pass_polls_again_soon_after_a_page_that_read_rows_and_a_recurring_one_does_not():
+    from recheck.dispatcher.dispatcher import pause_after
+
+    deployment = Settings(_env_file=None, poll_interval=0.05, busy_poll_interval=0.01).deployment()
+    for lifecycle in (ONE_SHOT, RECURRING):
+        assert pause_after(deployment, lifecycle, read=500, limit=500) == 0.0  # a full page: at once
+        assert pause_after(deployment, lifecycle, read=0, limit=500) == 0.05  # caught up
+    assert pause_after(deployment, ONE_SHOT, read=7, limit=500) == 0.01  # jobs are arriving
+    assert pause_after(deployment, RECURRING, read=7, limit=500) == 0.05  # rows come on their schedule
+    slow = Settings(_env_file=None, poll_interval=0.005, busy_poll_interval=0.01).deployment()
+    assert pause_after(slow, ONE_SHOT, read=7, limit=500) == 0.005  # never slower than when caught up
