@@ -40,7 +40,11 @@ def django_python(request, wheel, tmp_path_factory) -> str:
     python, requirements = FLAVORS[request.param]
     # The wheel with its `otel` extra: a request's span -> its task's (test_..._in_its_trace).
     where = make_venv(
-        tmp_path_factory.mktemp(request.param) / "env", python(), f"{wheel}[otel]", *requirements
+        tmp_path_factory.mktemp(request.param) / "env",
+        python(),
+        f"{wheel}[otel]",
+        *requirements,
+        installer="uv",
     )
     return str(where / "bin" / "python")
 

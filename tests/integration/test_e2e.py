@@ -24,8 +24,10 @@ def test_8000_rows_every_2s_with_3_workers_stay_fresh(settings, sql, procs):
     assert settings.interval == 2.0
     install_audit(sql, settings)
     seed_rows(settings, ROWS)  # due times spread over one interval
-    procs.start("dispatcher", settings)
+    dispatcher = procs.start("dispatcher", settings)
     workers = [procs.start("worker", settings) for _ in range(3)]
+    for process in (dispatcher, *workers):  # up first: on a loaded machine that alone takes seconds
+        procs.wait_started(process)
     started = time.monotonic()
     samples = []  # (seconds since start, rows overdue by > 1 s, oldest lateness in s)
     while (elapsed := time.monotonic() - started) < 10:

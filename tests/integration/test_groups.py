@@ -459,7 +459,9 @@ def test_a_groups_in_flight_limit_counts_calls_and_its_slots_serve_the_next_call
         f"group_max_in_flight 20: most at once {int(counter.get('test:most'))}, {rate:.1f} checks/s of 0.2 s"
     )
     assert int(counter.get("test:most")) <= 20
-    assert rate >= 0.85 * 20 / 0.2, rate
+    # Freed at the write-back, the slots would give 80/s at most; the ideal is 100/s. 83: above that
+    # ceiling, with room for a loaded CI runner (84.98/s measured on one, 2026-11-29).
+    assert rate >= 0.83 * 20 / 0.2, rate
 
 
 @pytest.mark.serial
