@@ -33,7 +33,7 @@ def build_wheel(root: Path) -> Path:
 def make_venv(where: Path, python: str, *requirements: str, installer: str = "pip") -> Path:
     """A new virtualenv (no system site-packages) made by `python`, with `requirements` installed
     (the wheel's path among them) and their dependencies, nothing else. installer "uv": filled by
-    the uv of the test's own environment (the dev extras) when it has one, in about a quarter of
+    the uv of the test's own environment (the dev extras) when it has one, in about a tenth of
     pip's time; the packaging tests keep pip, which is what a user runs."""
     started = time.monotonic()
     subprocess.run([python, "-m", "venv", str(where)], check=True, env=clean_env(), timeout=120)
