@@ -4,8 +4,9 @@ Each role runs as its own process (`python -m recheck.dispatcher`, `python -m re
 compose runs. A child that dies unexpectedly is restarted (with a growing pause if it keeps
 dying); one that exits 2 (bad configuration, e.g. a check that cannot be imported) would only
 fail again, so the run stops with its message instead. With --duration the whole set stops
-gracefully after that many seconds, a freshness summary is printed, and the exit code says
-whether every row was fresh at the end (0) or not (3).
+gracefully that many seconds after every process is up (at the latest a minute after the
+start), a freshness summary is printed, and the exit code says whether every row was fresh at
+the end (0) or not (3).
 """
 
 from __future__ import annotations
@@ -41,6 +42,14 @@ from recheck.shared.workloads import deployment_of, read_workloads
 log = logging.getLogger("recheck.run")
 
 BAD_CONFIGURATION = 2  # a child's exit code that a restart cannot fix
+START_WAIT = 60.0  # --duration counts from when every child is up, or from this long after the spawn
+
+
+def duration_over(duration: float | None, elapsed: float, up_at: float | None) -> bool:
+    """Whether a run with --duration is over: `duration` seconds after every child was up
+    (`up_at`, seconds into the run; None while some are still starting), so a slow start on a
+    loaded machine is not counted against the rows' freshness."""
+    return duration is not None and up_at is not None and elapsed - up_at >= duration
 
 
 @dataclass
@@ -188,6 +197,7 @@ class Runner:
             except (DatabaseDown, *REDIS_DOWN):
                 self.counters_at_start[workload.name] = {}
         started = time.monotonic()
+        up_at: float | None = None  # seconds into the run when every child was up
         interactive = self.out.isatty()
         last_print = 0.0
         for child in self.children:
@@ -217,7 +227,9 @@ class Runner:
                     self.out.write(line + "\n")
                     self.out.flush()
                     last_print = elapsed
-                if self.duration is not None and elapsed >= self.duration:
+                if up_at is None and (elapsed >= START_WAIT or all(map(self.started, self.children))):
+                    up_at = elapsed
+                if duration_over(self.duration, elapsed, up_at):
                     break
             if interactive:
                 self.out.write("\n")

@@ -113,7 +113,7 @@ def test_one_rows_exit_code_2_never_stops_the_run(make_settings, sql, tmp_path):
     seed_rows(settings, 300, due_now=True)
     env = {"RECHECK_CHECK": "tests.support.checks:dies_with_2_once", "TEST_CHECK_RECORD": str(tmp_path)}
     # Two worker starts and a reclaim (the first worker dies holding its batch) within --duration,
-    # counted from the run's start: 8 s was too short once under the parallel phase's load.
+    # counted from the first start: 8 s was too short once under the parallel phase's load.
     result = recheck("run", "--workers", "1", "--duration", "15", settings=settings, env=env, timeout=90)
     output = result.stdout + result.stderr
     assert "worker 0 exited with code 2" in result.stderr and "restarting" in result.stderr, output

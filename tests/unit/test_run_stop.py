@@ -4,7 +4,7 @@ import shutil
 import subprocess
 import sys
 
-from recheck.commands.run import Child, Runner
+from recheck.commands.run import Child, Runner, duration_over
 from recheck.shared.config import Settings, Workload
 from recheck.shared.core.records import StatusFacts
 
@@ -39,3 +39,10 @@ def test_the_run_summary_says_a_scheduled_workloads_rows_are_on_their_calendar()
         line == "rows 1,200, each on its calendar (schedule '0 9 * * MON' in time zone UTC); failing now: 3"
     )
     assert "not attempted in the last 20 s: 7" in Runner.rows_line(Workload(), facts, 20.0, 7)
+
+
+def test_the_duration_counts_from_when_every_process_is_up():
+    assert not duration_over(8.0, elapsed=12.0, up_at=None)  # a slow start does not eat the run
+    assert not duration_over(8.0, elapsed=12.0, up_at=5.0)
+    assert duration_over(8.0, elapsed=13.0, up_at=5.0)
+    assert not duration_over(None, elapsed=1e6, up_at=0.0)  # no --duration: runs until stopped
