@@ -38,6 +38,7 @@ ERRORS_KEPT_S = 86_400.0  # failures grouped by error are forgotten a day after 
 GROUP_LIMITS_EVERY = 5.0  # seconds between copies of the group limits table into Redis
 SETTLE_EVERY = 5.0  # seconds between the leader's looks at other orderings' lists (Settler)
 IDLE_RECLAIM_EVERY = 10.0  # seconds between the reclaimer's looks at the workers while nothing is in flight
+FORGET_EVERY = 60.0  # seconds between the reclaimer's removals of dead dispatchers from their registry
 
 
 class Job:
@@ -132,13 +133,21 @@ class Reclaimer(Job):
         self.full_due = 0.0  # when a run goes through the workers even with nothing in flight
         self.pushes = pushes
         self.empty_at: object = None  # `pushes` when the in-flight hash was last seen empty
+        self.forget_due = 0.0  # when dead dispatchers are next removed from the registry
 
     def run_once(self) -> tuple[int, int]:
         """Returns (ids reclaimed, ids quarantined) in this run. With nothing in flight no worker
         holds anything: one read (none while nothing was pushed since it found the hash empty),
         and the workers are looked at every IDLE_RECLAIM_EVERY seconds only (a dead one's
-        registration and its running count go then)."""
+        registration and its running count go then). Every FORGET_EVERY seconds, dispatchers
+        whose heartbeat expired leave their registry too (Store.forget_dead_dispatchers)."""
         now = self.clock()
+        if now >= self.forget_due:
+            self.forget_due = now + FORGET_EVERY
+            forgotten = self.store.forget_dead_dispatchers()
+            if forgotten:
+                prefix = self.workload.log_prefix
+                log.info("%sforgot %d dispatchers whose heartbeats had expired", prefix, forgotten)
         if now < self.full_due:
             seen = self.pushes()  # read before the hash: a push after it changes it again
             if seen is not None and seen == self.empty_at:

@@ -52,7 +52,7 @@ T = TypeVar("T")
 DIED_ALONE = 1 << 20  # reclaims count: deaths + DIED_ALONE * deaths alone (reclaim.lua)
 SCRIPT_NAMES = (
     "dispatch", "take_fifo", "take_priority", "take_grouped", "settle", "ack", "reclaim", "orphans", "lease",
-    "errors", "writeslot",
+    "errors", "writeslot", "forget",
 )  # fmt: skip
 DELETE_CHUNK = 1000
 LIST_CHUNK = 10_000  # items per LRANGE or ZRANGE of a scan that must not block Redis
@@ -1054,6 +1054,19 @@ class Store:
             beat = record.from_json(payload)
             alive.append(beat if beat.id != "?" else record.from_json(payload, id=member))
         return alive
+
+    def forget_dead_dispatchers(self) -> int:
+        """Remove the dispatchers registered here whose heartbeat key has expired (killed before
+        they could withdraw: status and the sharing of leases read every member), in every
+        partition; how many went. A live one whose key lapsed registers again at its next beat."""
+        gone = 0
+        for k in self.partitions:
+            members = sorted(m.decode() for m in self.client.smembers(k.dispatchers))
+            for start in range(0, len(members), DELETE_CHUNK):
+                part = members[start : start + DELETE_CHUNK]
+                keys = [k.dispatchers, *(k.dispatcher_heartbeat(member) for member in part)]
+                gone += int(self._run("forget", keys, part))
+        return gone
 
     def live_workers(self) -> list[WorkerBeat]:
         return self._live(self.keys.workers, self.keys.heartbeat, WorkerBeat)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 
-from recheck.dispatcher.reconciler import OrphanCollector, Reclaimer, Sweeper
+from recheck.dispatcher.reconciler import FORGET_EVERY, OrphanCollector, Reclaimer, Sweeper
 from recheck.shared.core.entries import datetime_to_ms, make_entry, parse_entries
-from recheck.shared.core.records import WorkerBeat
+from recheck.shared.core.records import DispatcherBeat, WorkerBeat
 from recheck.shared.mysql.db import Database
 from recheck.shared.process.presence import Presence
 from recheck.shared.redis.keys import Keys
@@ -370,3 +370,27 @@ def test_a_row_completed_between_the_sweeps_read_and_its_push_is_not_queued_agai
     assert not held  # the race did happen under the guard
     assert rds.llen(keys.queue) == 0 and rds.hlen(keys.inflight) == 0
     assert not rds.exists(keys.sweep_guard)  # the pass ended
+
+
+def test_the_reclaimer_forgets_dead_dispatchers_once_a_minute(settings, rds, monkeypatch):
+    """A dispatcher killed -9 never withdraws: its registration would stay for good, read by
+    status and by every standby's sharing of the leases each second. The leader's reclaimer
+    removes it at its first run, then every FORGET_EVERY seconds."""
+    keys = Keys(settings.deployment.key_prefix)
+    store = make_store(settings)
+    clock = ManualClock()
+    reclaimer = Reclaimer(settings, Database(settings), store, clock=clock)
+    for member in ("d-live", "d-killed"):
+        Presence(store, "dispatcher", member, 60).publish(DispatcherBeat(id=member))
+    rds.delete(keys.dispatcher_heartbeat("d-killed"))
+    calls = []
+    real = store.forget_dead_dispatchers
+    monkeypatch.setattr(store, "forget_dead_dispatchers", lambda: calls.append(1) or real())
+    reclaimer.run_once()
+    assert rds.smembers(keys.dispatchers) == {b"d-live"} and len(calls) == 1
+    clock.now += FORGET_EVERY - 1
+    reclaimer.run_once()
+    assert len(calls) == 1  # not before its time: two commands a minute per partition
+    clock.now += 1
+    reclaimer.run_once()
+    assert len(calls) == 2

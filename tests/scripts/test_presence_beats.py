@@ -4,7 +4,7 @@ a member only once its key is gone, so a beat that finds its key alive has nothi
 
 from __future__ import annotations
 
-from recheck.shared.core.records import WorkerBeat
+from recheck.shared.core.records import DispatcherBeat, WorkerBeat
 from recheck.shared.process.presence import REGISTER_EVERY, Presence
 from tests.scripts.conftest import Clock
 
@@ -52,3 +52,21 @@ def test_workers_count_the_registry_for_their_write_slots_dispatchers_do_not(mak
         assert worker.registered == 3  # then counted on the registering beats only
     worker.publish(WorkerBeat(id="w1"))
     assert worker.registered == 4
+
+
+def test_dispatchers_whose_keys_expired_leave_their_registry_in_every_partition(make_store):
+    """A dispatcher killed before it could withdraw stays registered with its key gone: the
+    leader's reclaim job removes it (a live one stays, and one whose key merely lapsed registers
+    again at its next beat)."""
+    store = make_store(Clock(), partitions=3)
+    live, paused = Presence(store, "dispatcher", "d-live", 60), Presence(store, "dispatcher", "d-paused", 60)
+    for presence in (live, paused, Presence(store, "dispatcher", "d-killed", 60)):
+        presence.publish(DispatcherBeat(id=presence.member))
+    for k in store.partitions:  # killed (never withdrew), and paused past its TTL
+        store.client.delete(k.dispatcher_heartbeat("d-killed"), k.dispatcher_heartbeat("d-paused"))
+    assert store.forget_dead_dispatchers() == 6  # two in each of the three partitions
+    for k in store.partitions:
+        assert store.client.smembers(k.dispatchers) == {b"d-live"}
+    assert store.forget_dead_dispatchers() == 0
+    paused.publish(DispatcherBeat(id="d-paused"))  # it wakes up: its key was gone, it registers
+    assert {d.id for d in store.live_dispatchers()} == {"d-live", "d-paused"}
