@@ -19,7 +19,7 @@
 --          if it is grouped (groups, groups with priority: one take, take_grouped.lua)
 -- ARGV[4]  the settling dispatcher's id: nothing moves unless it holds the lease (a deposed
 --          leader of other settings, waking late, must not undo what the new one settled)
--- Returns  {entries moved, entries released, 1 if settled (the name recorded) else 0 (call
+-- Returns  {entries moved, entries released and asked for again, 1 if settled (the name recorded) else 0 (call
 --          again), the name recorded before ('' if none: a new workload, or an older version)},
 --          or {-1, 0, 0, ''} if the caller does not hold the lease
 local K = {ordering = KEYS[1], queue = KEYS[2], priority = KEYS[3], turns = KEYS[4],
@@ -32,7 +32,8 @@ local before = redis.call('GET', K.ordering) or ''
 local BUDGET = 10000
 local left, moved, released = BUDGET, 0, 0
 
--- Entries no list holds any more: each still holding its id releases it and asks for it again.
+-- Entries no list holds any more: each still holding its id releases it and asks for it again
+-- (counted as released); a stale one (its id no longer in flight for its due time) just goes.
 local function release(entries)
   for _, entry in ipairs(entries) do
     local id = id_of(entry)
@@ -40,10 +41,11 @@ local function release(entries)
       redis.call('HDEL', K.inflight, id)
       redis.call('HDEL', K.again, id)
       redis.call('RPUSH', K.asked, id)
+      released = released + 1
     end
   end
   chunked('SREM', K.dropped, entries)
-  released, left = released + #entries, left - #entries
+  left = left - #entries
 end
 
 -- Up to `left` entries of one list to the tail of another; whether the list is empty now.
