@@ -64,7 +64,7 @@ class BatchLoop(CheckLoop):
             if self.intake.wait_for_work():
                 self.take_turn()
             else:
-                self.keep_in_touch()  # idle for a second
+                self.keep_in_touch()  # idle for IDLE_WAIT
         return 0.0
 
     def take_turn(self) -> bool:

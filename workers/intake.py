@@ -21,11 +21,12 @@ from recheck.shared.redis.store import ROOM_WAIT, Store
 
 log = logging.getLogger(__name__)
 
-# Seconds an idle lane blocks for a wake token before it comes back to its loop (to stop, to look
-# for work no token announced, to keep in touch with MySQL). A token wakes it at once whatever
-# this is; a longer wait would wake an idle worker less often for nothing, but it is also how long
-# an idle worker takes to stop gracefully (2.5 s was tried: docs/performance.md, an idle deployment).
-IDLE_WAIT = 1.0
+# Seconds an idle lane blocks for a wake token before it comes back to its loop (to look for work
+# no token announced, to keep in touch with MySQL). A token wakes it at once whatever this is, and
+# so does its worker's stop (Store.wake_stopping): the wait sets only how often an idle worker
+# wakes for nothing. At 1 s, ten idle workloads cost each worker ten wake-ups and Redis ten BLPOPs
+# a second (docs/performance.md, an idle deployment).
+IDLE_WAIT = 2.5
 RATE_WAIT_MAX = 1.0  # seconds slept at most for the rate limit's tokens before asking again
 ROOM_RETRY = 0.05  # seconds between takes while max_in_flight checks run elsewhere (ours wake us)
 LIMITED_RECENTLY = 5.0  # seconds after the limits last held a take back that it counts as limited

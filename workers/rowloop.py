@@ -159,7 +159,7 @@ class RowLoop(CheckLoop):
         return not (self.pending or self.finished or self.gone)
 
     async def wait_for_work(self) -> None:
-        """Block in Redis until a wake token comes (or a second passes); idle, make sure MySQL
+        """Block in Redis until a wake token comes (or IDLE_WAIT passes); idle, make sure MySQL
         still takes our writes every few seconds, as the batch loop does (keep_in_touch)."""
         ok, woken = await asyncio.to_thread(self.life.attempt, self.intake.wait_for_work)
         if ok and not woken:
@@ -202,7 +202,7 @@ class RowLoop(CheckLoop):
                 if held_back:  # ids are queued, but the limits say wait: checks go on meanwhile
                     self.next_take = time.monotonic() + held_back
                 elif not taken and self.at_rest():
-                    # Nothing to do: block in Redis until work arrives (or a second passes).
+                    # Nothing to do: block in Redis until work arrives (or IDLE_WAIT passes).
                     await self.wait_for_work()
                     continue
                 if not taken and not held_back:

@@ -64,6 +64,20 @@ class Worker(Service):
         self._next_full = 0.0  # when the heartbeat thread's next full beat is due
         self._metrics_tried = False
 
+    def stop(self) -> None:
+        """Stop gracefully; idle lanes blocked on their wake tokens end their waits at once (a
+        token of their own, Store.wake_stopping, pushed from a thread: Redis may not answer)."""
+        stopping_already = self.stopping
+        super().stop()
+        if not stopping_already:
+            threading.Thread(target=self._wake_lanes, name="wake-lanes", daemon=True).start()
+
+    def _wake_lanes(self) -> None:
+        ttl_ms = round(self.deployment.shutdown_timeout * 1000)
+        for lane in self.lanes:
+            with contextlib.suppress(*REDIS_DOWN):  # then they end at their wait's timeout
+                lane.store.wake_stopping(self.id, ttl_ms)
+
     def lane(self, workload: str) -> Lane:
         """The lane of the named workload."""
         for lane in self.lanes:

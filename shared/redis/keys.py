@@ -170,6 +170,11 @@ class Keys:
         part of what a worker holds, read while an upgrade may leave entries there."""
         return f"{self._tag}:landing:{worker_id}"
 
+    def stopping(self, worker_id: str) -> str:
+        """LIST holding a token while a worker stops: its lanes' blocking waits watch it beside
+        `wake` (same slot), so an idle lane ends its wait at once, not at the wait's timeout."""
+        return f"{self._tag}:stopping:{worker_id}"
+
     def write_slot(self, number: int) -> str:
         """STRING: the worker holding write slot `number` (1..RECHECK_WRITE_SLOTS), with a TTL."""
         return f"{self._tag}:writers:{number}"

@@ -466,15 +466,20 @@ class Store:
 
     def wait_for_work(self, worker: str, timeout: float) -> bool:
         """Block until a wake token says work is waiting (the scripts push one when they queue
-        entries for an idle worker: _lib.lua group_wake); False on timeout. With several
-        partitions, on each partition's token list in turn for a share of `timeout` (a cluster's
-        partitions live on different servers). A token only wakes: the take that follows moves
-        the entries, so a worker that dies between the two holds nothing."""
+        entries for an idle worker: _lib.lua group_wake); False on timeout, or at once once the
+        worker stops (wake_stopping). With several partitions, on each partition's token list in
+        turn for a share of `timeout` (a cluster's partitions live on different servers). A token
+        only wakes: the take that follows moves the entries, so a worker that dies between the
+        two holds nothing."""
         share = max(timeout / self.count, 0.01)
         waited = 0.0
         for index in itertools.cycle(rotation(self._start(), self.count)):
             k = self.partitions[index]
-            if self.client.blpop([k.wake], share) is not None:
+            reply = self.client.blpop([k.wake, k.stopping(worker)], share)
+            if reply is not None and reply[0] == k.stopping(worker).encode():
+                self.client.rpush(k.stopping(worker), b"1")  # for this worker's next wait, if any
+                return False
+            if reply is not None:
                 with self._lock:
                     self._delivered = index
                 return True
@@ -482,6 +487,16 @@ class Store:
             if waited >= timeout:
                 return False
         return False
+
+    def wake_stopping(self, worker: str, ttl_ms: int) -> None:
+        """A stopping worker's token in every partition: its lanes blocked in wait_for_work end
+        their waits at once (each takes it and puts it back, for the next wait); it expires with
+        the stop's deadline."""
+        pipe = self.client.pipeline(transaction=False)
+        for k in self.partitions:
+            pipe.rpush(k.stopping(worker), b"1")
+            pipe.pexpire(k.stopping(worker), ttl_ms)
+        pipe.execute()
 
     def held(self, worker: str) -> set[bytes]:
         return set().union(*self._each(lambda client, k: client.smembers(k.processing(worker))))

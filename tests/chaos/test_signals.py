@@ -7,6 +7,7 @@ import time
 
 from recheck.shared.core.entries import parse_entries
 from recheck.shared.redis.keys import Keys
+from recheck.workers.intake import IDLE_WAIT
 from tests.support.helpers import audit_violations, install_audit, query, scalar, seed_rows
 from tests.support.servers import wait_for
 
@@ -134,3 +135,19 @@ def test_a_second_signal_exits_at_once(make_settings, rds, procs):
     time.sleep(0.3)  # let the first signal be handled before the second one arrives
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=5) == 128 + signal.SIGTERM
+
+
+def test_an_idle_worker_stops_at_once_not_at_its_waits_end(make_settings, procs):
+    """An idle worker's lanes block up to IDLE_WAIT (2.5 s) on their wake tokens; SIGTERM ends
+    those waits at once (the worker's own token, Store.wake_stopping), so a rolling restart or a
+    scale-down does not wait them out."""
+    settings = make_settings()
+    worker = procs.start("worker", settings)
+    procs.wait_started(worker)
+    time.sleep(0.5)  # its lanes' first empty takes done: blocked on their tokens (a state to reach)
+    asked = time.monotonic()
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=10) == 0
+    took = time.monotonic() - asked
+    print(f"an idle worker stopped {took:.2f} s after SIGTERM (its waits last {IDLE_WAIT} s)")
+    assert took < IDLE_WAIT - 0.5, took

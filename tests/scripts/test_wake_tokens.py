@@ -6,7 +6,13 @@ its next look (workers/intake.py LOOK_EVERY, 5 s)."""
 
 from __future__ import annotations
 
+import threading
+import time
+
+import pytest
+
 from recheck.shared.redis.store import Counts
+from recheck.workers.intake import IDLE_WAIT
 from tests.scripts.conftest import OWNER, Clock
 
 
@@ -59,3 +65,34 @@ def test_a_take_held_back_by_the_limits_wakes_nobody(make_store):
     taken = store.take("w2", 10, running=0)
     assert taken.entries == [] and taken.limited  # the room is spent: held back
     assert tokens(store) == 0  # waking another worker would only hold it back too
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_a_stopping_worker_ends_its_idle_waits_at_once_and_others_sleep_on(make_store, partitions):
+    """An idle lane blocks up to IDLE_WAIT for a token; its worker's stop ends the wait at once
+    (its own token, in every partition), not at the timeout, and leaves the other workers' waits
+    and the wake tokens alone."""
+    store = make_store(Clock(), partitions=partitions)
+    results: dict[str, tuple[bool, float]] = {}
+
+    def wait(worker: str) -> None:
+        started = time.monotonic()
+        woken = store.wait_for_work(worker, IDLE_WAIT)
+        results[worker] = (woken, time.monotonic() - started)
+
+    threads = [threading.Thread(target=wait, args=(w,)) for w in ("stopping", "other")]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.2)  # both blocked in Redis (a wait for an event: nothing to poll for)
+    store.wake_stopping("stopping", 10_000)
+    threads[0].join(IDLE_WAIT)
+    assert not threads[0].is_alive() and "other" not in results
+    woken, waited = results["stopping"]
+    assert not woken and waited < IDLE_WAIT - 1.0, waited  # not a token for work, and not the timeout
+    assert threads[1].is_alive()  # the other worker sleeps on
+    assert not store.wait_for_work("stopping", IDLE_WAIT)  # a later wait of the stopping one: at once too
+    assert sum(store.client.llen(k.wake) for k in store.partitions) == 0  # no work token taken or left
+    for k in store.partitions:  # work for the other one, wherever it waits
+        store.client.rpush(k.wake, b"1")
+    threads[1].join(IDLE_WAIT)
+    assert results["other"][0] is True
