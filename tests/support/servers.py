@@ -59,13 +59,20 @@ def _port_block() -> range:
 
 
 _next_port = itertools.count(random.randrange(_PORT_BLOCK))
+# Ports Chromium refuses to load pages from (ERR_UNSAFE_PORT; its kRestrictedPorts, those above
+# 1024): a dashboard served on one cannot be opened by the browser tests. 10080 is in our blocks.
+BROWSER_UNSAFE_PORTS = frozenset({1719, 1720, 1723, 2049, 3659, 4045, 4190, 5060, 5061, 6000, 6566,
+                                  6665, 6666, 6667, 6668, 6669, 6679, 6697, 10080})  # fmt: skip
 
 
 def free_port() -> int:
-    """A port nobody listens on now, from this process's block (see above)."""
+    """A port nobody listens on now, from this process's block (see above), that a browser may
+    open (BROWSER_UNSAFE_PORTS)."""
     block = _port_block()
     for _ in range(_PORT_BLOCK):
         port = block[next(_next_port) % _PORT_BLOCK]
+        if port in BROWSER_UNSAFE_PORTS:
+            continue
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
