@@ -73,10 +73,9 @@ class Worker(Service):
             threading.Thread(target=self._wake_lanes, name="wake-lanes", daemon=True).start()
 
     def _wake_lanes(self) -> None:
-        ttl_ms = round(self.deployment.shutdown_timeout * 1000)
         for lane in self.lanes:
             with contextlib.suppress(*REDIS_DOWN):  # then they end at their wait's timeout
-                lane.store.wake_stopping(self.id, ttl_ms)
+                lane.store.wake_stopping(self.id)
 
     def lane(self, workload: str) -> Lane:
         """The lane of the named workload."""

@@ -55,6 +55,7 @@ SCRIPT_NAMES = (
     "errors", "writeslot", "forget",
 )  # fmt: skip
 DELETE_CHUNK = 1000
+STOPPING_TTL_MS = 60_000  # a stopping worker's token outlives its graceful stop (Store.wake_stopping)
 LIST_CHUNK = 10_000  # items per LRANGE or ZRANGE of a scan that must not block Redis
 GROUP_CHUNK = 1_000  # groups' lists per pipeline of such a scan, and entries read from each at once
 NAME_SHOWN = 60  # characters of a group's name shown at most (status, logs)
@@ -475,9 +476,12 @@ class Store:
         waited = 0.0
         for index in itertools.cycle(rotation(self._start(), self.count)):
             k = self.partitions[index]
-            reply = self.client.blpop([k.wake, k.stopping(worker)], share)
-            if reply is not None and reply[0] == k.stopping(worker).encode():
-                self.client.rpush(k.stopping(worker), b"1")  # for this worker's next wait, if any
+            stopping = k.stopping(worker)
+            reply = self.client.blpop([k.wake, stopping], share)
+            if reply is not None and reply[0] == stopping.encode():
+                pipe = self.client.pipeline(transaction=False)
+                self._stopping_token(pipe, stopping)  # for this worker's next wait, if any
+                pipe.execute()
                 return False
             if reply is not None:
                 with self._lock:
@@ -488,15 +492,20 @@ class Store:
                 return False
         return False
 
-    def wake_stopping(self, worker: str, ttl_ms: int) -> None:
+    def wake_stopping(self, worker: str) -> None:
         """A stopping worker's token in every partition: its lanes blocked in wait_for_work end
-        their waits at once (each takes it and puts it back, for the next wait); it expires with
-        the stop's deadline."""
+        their waits at once (each takes it and puts it back, for the next wait)."""
         pipe = self.client.pipeline(transaction=False)
         for k in self.partitions:
-            pipe.rpush(k.stopping(worker), b"1")
-            pipe.pexpire(k.stopping(worker), ttl_ms)
+            self._stopping_token(pipe, k.stopping(worker))
         pipe.execute()
+
+    @staticmethod
+    def _stopping_token(pipe: Any, key: str) -> None:
+        """Queue on `pipe` a stop's token in `key`, which expires STOPPING_TTL_MS later (also when
+        the token is put back: the pop that took the last one deleted the key and its TTL)."""
+        pipe.rpush(key, b"1")
+        pipe.pexpire(key, STOPPING_TTL_MS)
 
     def held(self, worker: str) -> set[bytes]:
         return set().union(*self._each(lambda client, k: client.smembers(k.processing(worker))))

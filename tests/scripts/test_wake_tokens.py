@@ -11,9 +11,15 @@ import time
 
 import pytest
 
-from recheck.shared.redis.store import Counts
+from recheck.shared.redis.store import STOPPING_TTL_MS, Counts
 from recheck.workers.intake import IDLE_WAIT
 from tests.scripts.conftest import OWNER, Clock
+from tests.support.servers import wait_for
+
+
+def blocked(store) -> int:
+    """Clients blocked in a BLPOP right now."""
+    return sum(client["cmd"] == "blpop" for client in store.client.client_list())
 
 
 def tokens(store) -> int:
@@ -83,14 +89,16 @@ def test_a_stopping_worker_ends_its_idle_waits_at_once_and_others_sleep_on(make_
     threads = [threading.Thread(target=wait, args=(w,)) for w in ("stopping", "other")]
     for thread in threads:
         thread.start()
-    time.sleep(0.2)  # both blocked in Redis (a wait for an event: nothing to poll for)
-    store.wake_stopping("stopping", 10_000)
+    wait_for(lambda: blocked(store) == 2, 5, "both waits blocked in Redis")
+    store.wake_stopping("stopping")
     threads[0].join(IDLE_WAIT)
     assert not threads[0].is_alive() and "other" not in results
     woken, waited = results["stopping"]
     assert not woken and waited < IDLE_WAIT - 1.0, waited  # not a token for work, and not the timeout
     assert threads[1].is_alive()  # the other worker sleeps on
     assert not store.wait_for_work("stopping", IDLE_WAIT)  # a later wait of the stopping one: at once too
+    for k in store.partitions:  # the tokens put back still expire: nothing outlives the stop
+        assert 0 < store.client.pttl(k.stopping("stopping")) <= STOPPING_TTL_MS
     assert sum(store.client.llen(k.wake) for k in store.partitions) == 0  # no work token taken or left
     for k in store.partitions:  # work for the other one, wherever it waits
         store.client.rpush(k.wake, b"1")
