@@ -137,14 +137,14 @@ def test_a_second_signal_exits_at_once(make_settings, rds, procs):
     assert worker.wait(timeout=5) == 128 + signal.SIGTERM
 
 
-def test_an_idle_worker_stops_at_once_not_at_its_waits_end(make_settings, procs):
+def test_an_idle_worker_stops_at_once_not_at_its_waits_end(make_settings, rds, procs):
     """An idle worker's lanes block up to IDLE_WAIT (2.5 s) on their wake tokens; SIGTERM ends
     those waits at once (the worker's own token, Store.wake_stopping), so a rolling restart or a
     scale-down does not wait them out."""
     settings = make_settings()
     worker = procs.start("worker", settings)
     procs.wait_started(worker)
-    time.sleep(0.5)  # its lanes' first empty takes done: blocked on their tokens (a state to reach)
+    wait_for(lambda: any(c["cmd"] == "blpop" for c in rds.client_list()), 10, "a blocked lane")
     asked = time.monotonic()
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=10) == 0

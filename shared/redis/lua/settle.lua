@@ -19,8 +19,9 @@
 --          if it is grouped (groups, groups with priority: one take, take_grouped.lua)
 -- ARGV[4]  the settling dispatcher's id: nothing moves unless it holds the lease (a deposed
 --          leader of other settings, waking late, must not undo what the new one settled)
--- Returns  {entries moved, entries released and asked for again, 1 if settled (the name recorded) else 0 (call
---          again), the name recorded before ('' if none: a new workload, or an older version)},
+-- Returns  {entries moved, entries released and asked for again, 1 if settled (the name
+--          recorded) else 0 (call again), the name recorded before ('' if none: a new workload,
+--          or an older version)},
 --          or {-1, 0, 0, ''} if the caller does not hold the lease
 local K = {ordering = KEYS[1], queue = KEYS[2], priority = KEYS[3], turns = KEYS[4],
            inflight = KEYS[5], again = KEYS[6], asked = KEYS[7], dropped = KEYS[8],
