@@ -171,3 +171,27 @@ def test_entries_given_back_into_another_orderings_lists_are_settled_on_the_next
     done = again.settle(OWNER)
     assert (done.changed, done.released) == (False, 1)
     assert again.client.lrange(again.keys.asked, 0, -1) == [b"7"]
+
+
+def test_a_settled_workload_costs_three_reads_and_a_leftover_still_settles(make_store):
+    """The leader looks every few seconds, idle or not: with nothing in another ordering's keys
+    its look is the lease, the name and one EXISTS; one entry given back into the priority list,
+    or one group's state left behind, is still found on the next look."""
+    clock = Clock()
+    with_priority = make_store(clock, **PRIORITY)
+    fifo = make_store(clock)
+    fifo.settle(OWNER)
+    redis = fifo.client
+    redis.config_resetstat()
+    assert fifo.settle(OWNER).moved == 0
+    stats = redis.info("commandstats").items()
+    calls = {name: one["calls"] for name, one in stats if "config" not in name}
+    assert calls == {"cmdstat_evalsha": 1, "cmdstat_get": 2, "cmdstat_exists": 1}
+    fifo.push(OWNER, entries(9, 1))
+    with_priority.push(OWNER, entries(1, 2), priority=True)  # an old priority worker's give-back
+    done = fifo.settle(OWNER)
+    assert (done.changed, done.moved) == (False, 2)
+    assert take_all(fifo) == [1, 2, 9]
+    redis.hset(fifo.keys.groups_running, "acme", 1)  # a group's state, left behind
+    fifo.settle(OWNER)
+    assert not redis.exists(fifo.keys.groups_running)

@@ -6,7 +6,7 @@
 -- this ordering's take reads them, or, going to groups (a plain entry does not say its group),
 -- released and asked for again: their ids leave inflight and go to the asked list, which the
 -- dispatcher pushes, with their groups, as it pushes `now`. At most BUDGET entries a call; with
--- nothing to move, a few reads.
+-- nothing to move and the name recorded, three reads.
 -- KEYS[1]  ordering  STRING  the ordering the lists are settled for (read by empty takes)
 -- KEYS[2]  queue     LIST    the plain entries
 -- KEYS[3]  priority  LIST    the priority rows' entries (priority_column)
@@ -30,6 +30,20 @@ local G = group_keys(11)
 local name, with_priority, grouped = ARGV[1], ARGV[2] == '1', ARGV[3] == '1'
 if redis.call('GET', K.leader) ~= ARGV[4] then return {-1, 0, 0, ''} end
 local before = redis.call('GET', K.ordering) or ''
+
+-- Settled already, and none of the keys a run would move from or delete exists: one EXISTS,
+-- not a dozen reads and deletes (the leader looks every few seconds, idle or not).
+local foreign
+if grouped then
+  foreign = {K.priority, K.queue}
+else
+  foreign = {G.ring, G.sleeping, G.full, G.waiting, G.urgent, G.urgent_waiting, G.open, G.failing, G.cut,
+             G.of, G.running, K.group_rates}
+  if not with_priority then foreign[#foreign + 1] = K.priority end
+end
+if not with_priority then foreign[#foreign + 1] = K.turns end
+if before == name and redis.call('EXISTS', unpack(foreign)) == 0 then return {0, 0, 1, before} end
+
 local BUDGET = 10000
 local left, moved, released = BUDGET, 0, 0
 
