@@ -130,9 +130,20 @@ class DispatchLane:
             self.paging_since = None
 
     def renew(self) -> None:
-        """Renew a held lease, unless this leader cannot make progress: a leader that cannot read
-        MySQL, or whose page has been under way for a whole TTL (stuck on a silent server),
-        gives the lease up so that a standby leads. Liveness is not progress."""
+        """Renew a held lease, unless this leader cannot make progress (renewable)."""
+        if self.renewable():
+            self.lease.renew()
+
+    @property
+    def renews_together(self) -> bool:
+        """Its lease may be renewed with the other workloads' (lease.renew_together): one
+        partition (a partitioned workload's renewal also takes its later partitions' leases)."""
+        return self.store.count == 1
+
+    def renewable(self) -> bool:
+        """Whether a held lease is to be renewed: a leader that cannot read MySQL, or whose page
+        has been under way for a whole TTL (stuck on a silent server), gives the lease up here so
+        that a standby leads. Liveness is not progress."""
         ttl = self.workload.deployment.leader_ttl
         paging_for = time.monotonic() - (self.paging_since or time.monotonic())
         if self.life.mysql_outage.down_for() >= ttl:
@@ -140,12 +151,11 @@ class DispatchLane:
         elif paging_for >= ttl:
             why = f"has been reading and pushing one page for {paging_for:.1f}s"
         else:
-            self.lease.renew()
-            return
-        if not self.lease.held:  # the other thread gave it up first
-            return
-        log.warning("dispatcher %s %s; giving up the lease of %s", self.service.id, why, self.name)
-        self.lease.release()
+            return True
+        if self.lease.held:  # (else the other thread gave it up first)
+            log.warning("dispatcher %s %s; giving up the lease of %s", self.service.id, why, self.name)
+            self.lease.release()
+        return False
 
     def take(self, may_take: bool) -> None:
         """From the dispatch loop (a new leader rewinds its cursor): take the lease if it is
@@ -177,12 +187,10 @@ class DispatchLane:
         self.unsettled = False
 
     def beat(self) -> DispatcherBeat:
-        """From the scheduler's heartbeat job: renew a held lease (see renew); the heartbeat to
-        publish (the service publishes its lanes' together). Not from the dispatch loop: there,
-        each beat waited for the page under way and delayed the next (0.4 s more per round trip:
-        a page and a beat outlasted a 3 s lease)."""
-        if self.lease.held:
-            self.renew()
+        """From the scheduler's heartbeat job, after the leases' renewal (the service renews its
+        lanes' together): the heartbeat to publish (the service publishes its lanes' together).
+        Not from the dispatch loop: there, each beat waited for the page under way and delayed
+        the next (0.4 s more per round trip: a page and a beat outlasted a 3 s lease)."""
         held = self.lease.held
         self.metrics.leader.set(1 if held else 0)
         return DispatcherBeat(

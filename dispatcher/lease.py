@@ -10,8 +10,10 @@ nothing. Two threads change the lease: a lock keeps their view of it whole.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+from collections.abc import Sequence
 
 from recheck.shared.errors import RecheckError
 from recheck.shared.redis.store import Store
@@ -48,14 +50,17 @@ class Lease:
             return self.held and self._hold()
 
     def _hold(self) -> bool:
+        self._now_held_by(self.store.hold_lease(self.owner, self.ttl_ms))
+        return self.held
+
+    def _now_held_by(self, holder: str | None) -> None:
         was_held = self.held
-        self.holder = self.store.hold_lease(self.owner, self.ttl_ms)
+        self.holder = holder
         if self.held and not was_held:
             self.gained += 1
             log.warning("dispatcher %s is now the leader", self.owner)
         elif was_held and not self.held:
             log.warning("dispatcher %s lost the lease to %s; standing by", self.owner, self.holder)
-        return self.held
 
     def deposed(self) -> None:
         """A push was refused: someone else holds the lease now."""
@@ -71,3 +76,23 @@ class Lease:
                 self.store.release_lease(self.owner)
                 self.holder = None
                 log.warning("dispatcher %s released the lease", self.owner)
+
+
+def renew_together(leases: Sequence[Lease]) -> None:
+    """Renew the held ones of a dispatcher's leases (single-partition workloads, one owner and
+    TTL) in one script call per Redis client (Store.renew_leases), as Lease.renew does one: a
+    lease released or lost meanwhile is never taken again. Each lease's lock is held through
+    the call, as renew holds it (the dispatch loop takes one lock at a time: no deadlock)."""
+    if not leases:
+        return
+    with contextlib.ExitStack() as locks:
+        for lease in leases:
+            locks.enter_context(lease.lock)
+        held = [lease for lease in leases if lease.held]
+        if not held:
+            return
+        owner, ttl_ms = held[0].owner, held[0].ttl_ms
+        assert all((lease.owner, lease.ttl_ms) == (owner, ttl_ms) for lease in held)
+        holders = Store.renew_leases([lease.store for lease in held], owner, ttl_ms)
+        for lease, holder in zip(held, holders, strict=True):
+            lease._now_held_by(holder)

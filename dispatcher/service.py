@@ -27,7 +27,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from recheck.dispatcher.asked import AskedThread
 from recheck.dispatcher.idle import IdleProbe
 from recheck.dispatcher.lane import DispatchLane
-from recheck.dispatcher.lease import NotLeader
+from recheck.dispatcher.lease import NotLeader, renew_together
 from recheck.dispatcher.web import Dashboard
 from recheck.shared.config import Settings, Workload, redact_url
 from recheck.shared.mysql.schema import require_distinct_tables
@@ -36,7 +36,7 @@ from recheck.shared.process.loop import Service
 from recheck.shared.process.metrics import serve as serve_metrics
 from recheck.shared.process.presence import publish_together
 from recheck.shared.redis.connection import REDIS_DOWN
-from recheck.shared.redis.store import Store
+from recheck.shared.redis.store import Store, by_client
 from recheck.shared.workloads import read_workloads
 
 log = logging.getLogger(__name__)
@@ -183,6 +183,7 @@ class DispatcherService(Service):
         """The heartbeat job (the scheduler's thread): renew held leases and publish each lane's
         heartbeat (all lanes' in one round trip); hand a workload over when this dispatcher leads
         more than its share."""
+        self.renew_leases()
         beats = []
         for lane in self.lanes:
             ok, beat = lane.life.attempt(lane.beat)
@@ -202,6 +203,21 @@ class DispatcherService(Service):
             log.info("dispatcher %s leads %d of %d workloads with %d dispatchers live; handing over %s",
                      self.id, len(held), len(self.lanes), live, held[-1].name)  # fmt: skip
             held[-1].lease.release()
+
+    def renew_leases(self) -> None:
+        """Renew the held leases of the lanes that can make progress (DispatchLane.renewable):
+        together, one script call per Redis client (lease.renew_together); a partitioned
+        workload's alone (its renewal also takes its later partitions' leases)."""
+        together = []
+        for lane in self.lanes:
+            if not lane.lease.held:
+                continue
+            if not lane.renews_together:
+                lane.life.attempt(lane.renew)
+            elif lane.life.attempt(lane.renewable) == (True, True):
+                together.append(lane.lease)
+        for group in by_client(together, lambda lease: lease.store):  # a Redis away holds up its own
+            self.attempt(functools.partial(renew_together, group))
 
     def abandon(self) -> None:
         """The stop deadline passed with the loop blocked on a silent server: hand over at once."""

@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any, NamedTuple, TypeVar
 
+import redis.cluster
+
 from recheck.shared.config import Workload
 from recheck.shared.core.entries import make_entry_text
 from recheck.shared.core.limits import NO_LIMIT, GroupLimit, PartLimit, partition_limits
@@ -52,7 +54,7 @@ T = TypeVar("T")
 DIED_ALONE = 1 << 20  # reclaims count: deaths + DIED_ALONE * deaths alone (reclaim.lua)
 SCRIPT_NAMES = (
     "dispatch", "take_fifo", "take_priority", "take_grouped", "settle", "ack", "reclaim", "orphans", "lease",
-    "errors", "writeslot", "forget",
+    "renew", "errors", "writeslot", "forget",
 )  # fmt: skip
 DELETE_CHUNK = 1000
 STOPPING_TTL_MS = 60_000  # a stopping worker's token outlives its graceful stop (Store.wake_stopping)
@@ -220,6 +222,8 @@ class Store:
         self.keys = self.partitions[0]  # names for logs and status; where the one-per-workload keys live
         self.count = len(self.partitions)
         self._scripts = {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}
+        # A cluster keeps each workload's keys in a slot of their own: no script spans two.
+        self.on_cluster = isinstance(client, redis.cluster.RedisCluster)
         self._next = itertools.count()  # where the next take starts
         self._delivered: int | None = None  # the partition a blocking wait just delivered from
         # Pushes this object has made (counted once each has run): only pushes add to the in-flight
@@ -348,6 +352,22 @@ class Store:
             if holder != owner:
                 return holder  # its old holder gives it back at its next beat, or its TTL ends
         return owner
+
+    @staticmethod
+    def renew_leases(stores: Sequence[Store], owner: str, ttl_ms: int) -> list[str | None]:
+        """Each store's lease renewed if `owner` holds it, never taken (renew.lua); the holder of
+        each afterwards, in order. One script call per Redis client for all of them; on a cluster
+        one per store, whose keys live in a slot of their own. Single-partition stores only
+        (hold_lease also takes a partitioned workload's later leases)."""
+        holders: dict[int, str | None] = {}
+        for group in by_client(stores, lambda store: store):
+            calls = [[store] for store in group] if group[0].on_cluster else [group]
+            for call in calls:
+                assert all(store.count == 1 for store in call), "renew_leases: single-partition stores only"
+                replies = call[0]._run("renew", [store.keys.leader for store in call], [owner, ttl_ms])
+                for store, holder in zip(call, replies, strict=True):
+                    holders[id(store)] = holder.decode() if holder else None
+        return [holders[id(store)] for store in stores]
 
     def lease_holder(self) -> str | None:
         """Who holds the leader lease now (None: it is free)."""
