@@ -47,7 +47,12 @@ class DispatchLane:
         self.workload = workload
         self.name = workload.name
         self.store, self.db, self.life = service.parts_for(workload)
-        self.presence = Presence(self.store, "dispatcher", service.id, workload.deployment.heartbeat_ttl)
+        deployment = workload.deployment
+        self.presence = Presence(
+            self.store, "dispatcher", service.id, deployment.heartbeat_ttl,
+            interval_seconds=deployment.heartbeat_interval, quiet=self.beats_quietly,
+        )  # fmt: skip
+        self.held_beaten: bool | None = None  # whether it led at the last heartbeat (beats_quietly)
         self.lease = Lease(self.store, service.id, workload.deployment.leader_ttl)
         # Its passes over the table (two with a priority column, the priority rows' first), each
         # with its own cursor, polled in turn by the dispatch loop; `dispatcher` reads the others.
@@ -200,6 +205,14 @@ class DispatchLane:
             dispatched=self.dispatched(),
             pages=sum(one.pages for one in self.passes),
         )
+
+    def beats_quietly(self) -> bool:
+        """Its heartbeat may be published less often (Presence): a standby, or a leader whose last
+        poll read nothing, that led or stood by at the last heartbeat too (a change of role is
+        published at once: status shows who leads)."""
+        held = self.lease.held
+        changed, self.held_beaten = held != self.held_beaten, held
+        return not changed and (not held or self.quiet)
 
     @property
     def quiet(self) -> bool:

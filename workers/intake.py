@@ -59,6 +59,7 @@ class Intake:
         self.clock: Callable[[], float] = time.monotonic  # tests set it
         self.found_nothing_at: float | None = None  # when the last take found nothing, not held back
         self.running_told = 0  # checks the last take told the limits we run (max_in_flight)
+        self.on_taken: Callable[[], None] = lambda: None  # after a take that returned entries
 
     def take(
         self,
@@ -99,11 +100,20 @@ class Intake:
             # The script may have run and only its reply been lost: entries would then sit in our
             # processing set unseen. The reclaimer leaves a live worker's set alone, so adopt them.
             self._resync = True
+            self.found_nothing_at = None  # (nor is it known to hold nothing: not quiet)
             raise
         if self._resync:
             entries = entries + self.adopt_unseen(entries, in_hand())
             self._resync = False
+        if entries:
+            self.on_taken()
         return entries
+
+    @property
+    def quiet(self) -> bool:
+        """The last take found nothing (not held back by the limits) and told them no check runs:
+        this lane holds nothing in Redis, unless a take is under way (Presence's quiet beats)."""
+        return self.found_nothing_at is not None and self.running_told == 0
 
     def warn_settled(self, settled: str, now: float | None = None) -> bool:
         """Once a minute: the leader runs another ordering than this worker's settings say (a

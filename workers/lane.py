@@ -62,14 +62,23 @@ class Lane:
         self.loop: BatchLoop | RowLoop = (
             BatchLoop(*parts, turns=turns) if self.kind == "batch" else RowLoop(*parts)
         )
+        deployment = workload.deployment
         self.presence = Presence(
-            self.store, "worker", worker.id, workload.deployment.heartbeat_ttl, count=workload.write_slots > 0
-        )
+            self.store, "worker", worker.id, deployment.heartbeat_ttl, count=workload.write_slots > 0,
+            interval_seconds=deployment.heartbeat_interval, quiet=self.quiet,
+        )  # fmt: skip
+        self.intake.on_taken = self.presence.busy_again
         self.failures = FailureWatch(workload.failing_threshold, prefix=workload.log_prefix)
         if workload.backoff_threshold:
             self.intake.breaker = Breaker(workload.backoff_threshold, prefix=workload.log_prefix)
             self.intake.totals = lambda: (self.counters.checked, self.counters.failed)
         self.died: str | None = None  # why this lane's loop ended while the process ran (worker.py)
+
+    def quiet(self) -> bool:
+        """This lane holds nothing in Redis and runs nothing: its last take found nothing and told
+        the limits no check runs, and no row waits to be checked or written (its heartbeat may
+        be published less often: Presence)."""
+        return self.intake.quiet and not self.loop.items_in_hand() and not self.completer.writing
 
     def describe(self) -> str:
         """`batch check acme.checks:blocked, batch 500` (and the concurrency of per-row checks)."""

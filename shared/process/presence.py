@@ -6,16 +6,23 @@ live ones with the facts each put in its key.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from recheck.shared.core.records import DispatcherBeat, WorkerBeat
+from recheck.shared.redis.connection import REDIS_DOWN
 from recheck.shared.redis.store import Store, by_client
 
 REGISTER_EVERY = 10  # beats between two that add the member to its registry whatever its key said
+# A quiet member (a worker lane holding nothing, whose last take found nothing; a standby, or a
+# leader whose last poll read nothing) publishes one heartbeat in QUIET_EVERY, its key living
+# (QUIET_EVERY - 1) heartbeat intervals longer: the same margin against a late beat, a third of
+# the SETs of an idle deployment. Its death is seen that much later, and it holds nothing then.
+QUIET_EVERY = 3
 
 
 def make_process_id() -> str:
@@ -24,17 +31,46 @@ def make_process_id() -> str:
 
 
 class Presence:
-    def __init__(self, store: Store, role: str, member: str, ttl_seconds: float, count: bool = False):
+    def __init__(
+        self, store: Store, role: str, member: str, ttl_seconds: float, count: bool = False,
+        interval_seconds: float = 0.0, quiet: Callable[[], bool] | None = None,
+    ):  # fmt: skip
         """role: "worker" or "dispatcher" (which registry and heartbeat keys); count: read how
-        many members the registry holds (`registered`, every REGISTER_EVERY beats)."""
+        many members the registry holds (`registered`, every REGISTER_EVERY beats); quiet: whether
+        the member holds nothing now and expects nothing (QUIET_EVERY; None: never quiet), with
+        interval_seconds the heartbeat's."""
         self.store = store
         self.count = count
         self.role = role
         self.member = member
         self.ttl_ms = round(ttl_seconds * 1000)
+        self.quiet = quiet
+        self.quiet_ttl_ms = round((ttl_seconds + (QUIET_EVERY - 1) * interval_seconds) * 1000)
         self.started = time.time()
         self.registered = 0  # members of the role's registry at the last beat (this one included)
         self.beats = 0
+        self.skipped = 0  # quiet heartbeats not published since the last one that was
+        self.long_lived = False  # the key was last set with quiet_ttl_ms
+
+    def due(self) -> int:
+        """One heartbeat: the TTL in ms to publish it with, or 0 if a quiet member skips it."""
+        if self.quiet is None or not self.quiet():
+            self.skipped, self.long_lived = 0, False
+            return self.ttl_ms
+        if self.long_lived and self.skipped + 1 < QUIET_EVERY:  # (its first quiet beat is published)
+            self.skipped += 1
+            return 0
+        self.skipped, self.long_lived = 0, True
+        return self.quiet_ttl_ms
+
+    def busy_again(self) -> None:
+        """The member holds something again (a take returned entries): if its key was set to
+        live through quiet beats, it goes back to the short TTL at once, so that a death now is
+        seen within HEARTBEAT_TTL as ever (one round trip, once per quiet spell)."""
+        if self.long_lived:
+            self.long_lived = False
+            with contextlib.suppress(*REDIS_DOWN):  # (the take just worked: Redis away now is rare)
+                self.store.shorten_heartbeat(self.role, self.member, self.ttl_ms)
 
     @property
     def key(self) -> str:
@@ -76,11 +112,15 @@ def publish_together(beats: Sequence[tuple[Presence, WorkerBeat | DispatcherBeat
         pipe = client.pipeline(transaction=False)
         staged = []
         for presence, beat in group:
+            ttl_ms = presence.due()
+            if not ttl_ms:
+                continue
             count, register = presence.flags()
-            store = presence.store
-            replies = store.stage_heartbeat(pipe, presence.role, presence.member, beat, presence.ttl_ms,
-                                            count, register)  # fmt: skip
+            role, member = presence.role, presence.member
+            replies = presence.store.stage_heartbeat(pipe, role, member, beat, ttl_ms, count, register)
             staged.append((presence, count, register, replies))
+        if not staged:
+            continue
         replies = pipe.execute()
         again = client.pipeline(transaction=False)
         at = 0

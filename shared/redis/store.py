@@ -1071,6 +1071,13 @@ class Store:
                     again.sadd(self._presence_keys(k, role, member)[1], member)
         return int(replies[-1]) if count else 0
 
+    def shorten_heartbeat(self, role: str, member: str, ttl_ms: int) -> None:
+        """The member's heartbeat keys (every partition's) expire `ttl_ms` from now (Presence.busy_again)."""
+        pipe = self.client.pipeline(transaction=False)
+        for k in self.partitions:
+            pipe.pexpire(self._presence_keys(k, role, member)[0], ttl_ms)
+        pipe.execute()
+
     def withdraw_heartbeat(self, role: str, member: str) -> None:
         pipe = self.client.pipeline(transaction=self.count == 1)
         for k in self.partitions:

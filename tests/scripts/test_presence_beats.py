@@ -4,8 +4,10 @@ a member only once its key is gone, so a beat that finds its key alive has nothi
 
 from __future__ import annotations
 
+import json
+
 from recheck.shared.core.records import DispatcherBeat, WorkerBeat
-from recheck.shared.process.presence import REGISTER_EVERY, Presence
+from recheck.shared.process.presence import QUIET_EVERY, REGISTER_EVERY, Presence
 from tests.scripts.conftest import Clock
 
 
@@ -70,3 +72,47 @@ def test_dispatchers_whose_keys_expired_leave_their_registry_in_every_partition(
     assert store.forget_dead_dispatchers() == 0
     paused.publish(DispatcherBeat(id="d-paused"))  # it wakes up: its key was gone, it registers
     assert {d.id for d in store.live_dispatchers()} == {"d-live", "d-paused"}
+
+
+def test_a_quiet_member_publishes_one_beat_in_three_with_a_key_that_lives_as_much_longer(make_store):
+    """A worker lane holding nothing (or a standby) beats one heartbeat in QUIET_EVERY, its key
+    living (QUIET_EVERY - 1) intervals longer; busy, every heartbeat with the short TTL, and the
+    take that makes it busy shortens a long-lived key at once."""
+    store = make_store(Clock(), partitions=2)
+    quiet = [True]
+    presence = Presence(store, "worker", "w1", ttl_seconds=5, interval_seconds=1, quiet=lambda: quiet[0])
+    keys = [k.heartbeat("w1") for k in store.partitions]
+
+    def published(beat: int) -> bool:
+        presence.publish(WorkerBeat(id="w1", checked=beat))
+        return all(WorkerBeat.from_json(json.loads(store.client.get(key))).checked == beat for key in keys)
+
+    assert [published(beat) for beat in range(7)] == [True, False, False, True, False, False, True]
+    assert QUIET_EVERY == 3
+    assert all(6_000 < store.client.pttl(key) <= 7_000 for key in keys)  # 5 s + 2 intervals
+    quiet[0] = False
+    presence.busy_again()  # a take returned entries
+    assert all(store.client.pttl(key) <= 5_000 for key in keys)
+    assert [published(beat) for beat in range(10, 13)] == [True, True, True]
+    presence.busy_again()  # already short-lived: no command
+    quiet[0] = True
+    assert [published(beat) for beat in range(20, 24)] == [True, False, False, True]
+
+
+def test_a_dispatcher_lane_beats_quietly_only_in_the_role_it_last_published(make_store):
+    """A standby, or a leader whose polls read nothing, may skip beats; a change of role is
+    published at the next heartbeat (status shows who leads)."""
+    from recheck.dispatcher.lane import DispatchLane
+
+    class Lane:  # what beats_quietly reads of a DispatchLane
+        held_beaten = None
+        quiet = True
+        lease = type("L", (), {"held": False})()
+
+    lane = Lane()
+    beats_quietly = DispatchLane.beats_quietly.__get__(lane)
+    assert [beats_quietly(), beats_quietly()] == [False, True]  # first, then a quiet standby
+    lane.lease.held = True
+    assert [beats_quietly(), beats_quietly()] == [False, True]  # now leading: published at once
+    lane.quiet = False
+    assert beats_quietly() is False  # its poll read rows

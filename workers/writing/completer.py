@@ -134,6 +134,11 @@ class Completer:
             self.record_lateness(items, outcomes, deferred)
         return written
 
+    @property
+    def writing(self) -> bool:
+        """A write-back is under way."""
+        return self._writing is not None
+
     def write(self, items: Sequence[Item], outcomes: Sequence[Outcome]) -> Written | None:
         """The fenced write-back, through outages; None if given back meanwhile (stuck) or if MySQL
         stayed away through the stop deadline."""
