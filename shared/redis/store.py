@@ -672,9 +672,16 @@ class Store:
     @staticmethod
     def asked_waiting(stores: Sequence[Store]) -> list[bool]:
         """Whether each store's asked lists or lists of ids asked for in flight hold anything (in
-        any partition): one round trip per Redis client for all of them."""
+        any partition): one round trip per Redis client for all of them (a second when any does,
+        on one Redis: the first asks them all at once)."""
         found: dict[int, bool] = {}  # id(store) -> whether anything waits in it
         for group in by_client(stores, lambda store: store):
+            if not group[0].on_cluster:  # one EXISTS over them all: while nothing waits (most of
+                # the time), one command every look, not one per workload
+                keys = [key for store in group for k in store.partitions for key in (k.asked, k.again)]
+                if not group[0].client.exists(*keys):
+                    found.update((id(store), False) for store in group)
+                    continue
             pipe = group[0].client.pipeline(transaction=False)
             for store in group:
                 for k in store.partitions:

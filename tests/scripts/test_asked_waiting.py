@@ -16,3 +16,13 @@ def test_the_look_sees_an_asked_id_or_one_asked_while_in_flight_in_any_partition
     assert Store.asked_waiting([one, three]) == [True, True]
     assert one.take_asked(10)[0] == [b"7"]
     assert Store.asked_waiting([one, three]) == [False, True]
+
+
+def test_while_nothing_is_asked_the_look_is_one_command_for_every_workload(make_store):
+    made = [make_store(Clock(), workload=f"w{n}") for n in range(5)]
+    redis = made[0].client
+    stores = [Store(redis, store.partitions) for store in made]  # one process: one client
+    redis.config_resetstat()
+    assert Store.asked_waiting(stores) == [False] * 5
+    stats = redis.info("commandstats").items()
+    assert {name: one["calls"] for name, one in stats if "config" not in name} == {"cmdstat_exists": 1}
