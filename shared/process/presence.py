@@ -66,7 +66,10 @@ class Presence:
     def busy_again(self) -> None:
         """The member holds something again (a take returned entries): if its key was set to
         live through quiet beats, it goes back to the short TTL at once, so that a death now is
-        seen within HEARTBEAT_TTL as ever (one round trip, once per quiet spell)."""
+        seen within HEARTBEAT_TTL as ever (one round trip, once per quiet spell). A quiet beat
+        decided just before the take and landing just after it sets the long TTL again; the
+        lane's early beat (the take set `took`: workers/worker.py EARLY_BEAT) replaces it within
+        half a second."""
         if self.long_lived:
             self.long_lived = False
             with contextlib.suppress(*REDIS_DOWN):  # (the take just worked: Redis away now is rare)
