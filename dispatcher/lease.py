@@ -81,8 +81,9 @@ class Lease:
 def renew_together(leases: Sequence[Lease]) -> None:
     """Renew the held ones of a dispatcher's leases (single-partition workloads, one owner and
     TTL) in one script call per Redis client (Store.renew_leases), as Lease.renew does one: a
-    lease released or lost meanwhile is never taken again. Each lease's lock is held through
-    the call, as renew holds it (the dispatch loop takes one lock at a time: no deadlock)."""
+    lease released or seen lost meanwhile is not renewed; one whose key lapsed with nobody taking
+    it (a renewal late on a slow network) is held again. Each lease's lock is held through the
+    call, as renew holds it (the dispatch loop takes one lock at a time: no deadlock)."""
     if not leases:
         return
     with contextlib.ExitStack() as locks:

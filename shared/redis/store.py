@@ -355,8 +355,9 @@ class Store:
 
     @staticmethod
     def renew_leases(stores: Sequence[Store], owner: str, ttl_ms: int) -> list[str | None]:
-        """Each store's lease renewed if `owner` holds it, never taken (renew.lua); the holder of
-        each afterwards, in order. One script call per Redis client for all of them; on a cluster
+        """Each store's lease renewed if `owner` holds it, taken again if it lapsed with nobody
+        taking it (renew.lua: for leases the caller believes it holds, as hold_lease renews); the
+        holder of each afterwards, in order. One script call per Redis client for all of them; on a cluster
         one per store, whose keys live in a slot of their own. Single-partition stores only
         (hold_lease also takes a partitioned workload's later leases)."""
         holders: dict[int, str | None] = {}
