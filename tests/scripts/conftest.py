@@ -11,6 +11,12 @@ from recheck.shared.redis.store import Store, open_store
 OWNER = "test-dispatcher"  # holds the lease: its pushes go through
 
 
+def command_calls(client) -> dict[str, int]:
+    """Redis' calls per command since the test's CONFIG RESETSTAT (that one left out)."""
+    stats = client.info("commandstats").items()
+    return {name: one["calls"] for name, one in stats if "config" not in name}
+
+
 class Clock:
     """The time the scripts are given, in microseconds of the Unix epoch: far from Redis' own
     (ahead of it, so that keys the scripts expire at a time of this clock stay meanwhile)."""

@@ -11,6 +11,7 @@ from recheck.dispatcher.lease import Lease, renew_together
 from recheck.shared.config import Settings
 from recheck.shared.redis.connection import connect_redis
 from recheck.shared.redis.store import Store, open_store
+from tests.scripts.conftest import command_calls
 
 ME, OTHER = "d-me", "d-other"
 
@@ -29,10 +30,6 @@ def stores(redis_server):
     client.close()
 
 
-def calls(client) -> dict[str, int]:
-    return {name: one["calls"] for name, one in client.info("commandstats").items() if "config" not in name}
-
-
 def test_held_leases_are_renewed_in_one_call_and_anothers_is_left_alone(stores):
     a, b, c, d = stores
     redis = a.client
@@ -43,7 +40,8 @@ def test_held_leases_are_renewed_in_one_call_and_anothers_is_left_alone(stores):
     redis.delete(d.keys.leader)  # d's lapsed under a late renewal, nobody took it
     redis.config_resetstat()
     assert Store.renew_leases(stores, ME, 60_000) == [ME, ME, OTHER, ME]
-    assert calls(redis) == {"cmdstat_evalsha": 1, "cmdstat_get": 4, "cmdstat_pexpire": 2, "cmdstat_set": 1}
+    expected = {"cmdstat_evalsha": 1, "cmdstat_get": 4, "cmdstat_pexpire": 2, "cmdstat_set": 1}
+    assert command_calls(redis) == expected
     for store in (a, b, d):
         assert redis.pttl(store.keys.leader) > 50_000
     assert redis.pttl(c.keys.leader) <= 1_000  # another's: its TTL untouched

@@ -5,7 +5,7 @@ it takes the lease. Only a real Redis, no MySQL, on a clock the test sets."""
 from __future__ import annotations
 
 from recheck.shared.redis.store import Counts, Store
-from tests.scripts.conftest import OWNER, Clock
+from tests.scripts.conftest import OWNER, Clock, command_calls
 
 ACME, GLOBEX = b"acme".hex().encode(), b"globex".hex().encode()
 GROUPS = {"group_column": "merchant"}
@@ -184,9 +184,7 @@ def test_a_settled_workload_costs_three_reads_and_a_leftover_still_settles(make_
     redis = fifo.client
     redis.config_resetstat()
     assert fifo.settle(OWNER).moved == 0
-    stats = redis.info("commandstats").items()
-    calls = {name: one["calls"] for name, one in stats if "config" not in name}
-    assert calls == {"cmdstat_evalsha": 1, "cmdstat_get": 2, "cmdstat_exists": 1}
+    assert command_calls(redis) == {"cmdstat_evalsha": 1, "cmdstat_get": 2, "cmdstat_exists": 1}
     fifo.push(OWNER, entries(9, 1))
     with_priority.push(OWNER, entries(1, 2), priority=True)  # an old priority worker's give-back
     done = fifo.settle(OWNER)
