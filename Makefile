@@ -49,12 +49,13 @@ docs: $(BIN)/.installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # Three parts: most tests in 4 processes (each with its own MariaDB and Redis; they mostly wait),
-# then the timing-sensitive ones (chaos, and those marked serial) alone, then what users deploy
-# (test-compose). `pytest` runs all serially.
+# then the timing-sensitive ones (chaos, and those marked serial) two at a time, those marked alone
+# with none beside them (tests/support/turns.py), then what users deploy (test-compose). `pytest`
+# runs all one at a time.
 # --durations: the slowest tests in every log, to keep the suite's time in view.
 test: lint docs browser promtool
 	$(BIN)/pytest -q -n 4 -m "not serial and not containers" --durations=10
-	$(BIN)/pytest -q -m "serial and not containers" --durations=15
+	$(BIN)/pytest -q -n 2 -m "serial and not containers" --durations=15
 	$(MAKE) test-compose
 
 # The image from deploy/Dockerfile and both compose files, up for real on Podman (Debian's; no

@@ -27,6 +27,7 @@ from tests.support.helpers import REPO
 
 
 @pytest.mark.serial  # per-process CPU figures: once 0 for mariadbd beside 3 other test sessions
+@pytest.mark.alone  # a drain on every core, and its CPU figures
 def test_every_strategy_drains_and_is_measured(settings, tmp_path):
     said = []
     config = BenchConfig(
@@ -79,7 +80,7 @@ def test_consumers_hold_connections_and_per_row_checks_run_in_every_strategy(set
     assert results["skip_locked"]["mysql_connections_max"] >= 6
 
 
-@pytest.mark.serial  # a lateness bound: alone, not beside other tests (make test)
+@pytest.mark.serial  # a lateness bound: serial layer (make test)
 def test_steady_mode_reports_lateness(settings, tmp_path):
     config = BenchConfig(
         mode="steady", rows=2000, workers=1, seconds=3.0, warmup=2.0, interval=1.0,

@@ -13,7 +13,7 @@ from tests.integration.test_rate_limits import stamps
 from tests.support.helpers import recheck, seed_rows
 from tests.support.servers import wait_for
 
-pytestmark = pytest.mark.serial  # call rates: alone, not beside other tests (make test)
+pytestmark = pytest.mark.serial  # call rates: serial layer (make test)
 
 
 def calls_between(folder: Path, start: float, end: float) -> int:

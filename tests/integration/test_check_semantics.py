@@ -137,7 +137,7 @@ def test_a_recovered_target_shows_up_within_its_interval(settings, make_worker, 
 
 
 # -- 3. an honest verdict ------------------------------------------------------------------------
-@pytest.mark.serial  # timing: alone, not beside other tests (make test)
+@pytest.mark.serial  # timing: serial layer (make test)
 def test_slow_checks_in_flight_are_being_checked_not_late(make_settings, sql, procs):
     """Rows whose check takes 3 s on a 1 s rhythm are past due while in flight: fresh, with the
     rows in flight said apart (before: NOT FRESH, "workers are behind", exit 3)."""

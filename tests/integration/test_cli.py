@@ -198,7 +198,7 @@ def read_terminal(terminal: int, until: re.Pattern | None, seconds: float) -> by
     return shown
 
 
-@pytest.mark.serial  # timing: alone, not beside other tests (make test)
+@pytest.mark.serial  # timing: serial layer (make test)
 def test_run_restarts_a_crashed_worker_and_the_poison_id_is_quarantined(make_settings, sql, procs):
     settings = make_settings(interval=2.0, max_reclaims=3)
     # 24 rows: the poison id dies in the first take, in a group of 3, then alone twice (4 deaths,

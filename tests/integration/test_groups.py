@@ -98,7 +98,7 @@ def test_a_page_goes_to_its_groups_lists_in_order_and_groups_join_the_ring_in_or
     assert store.client.get(store.keys.groups_waiting) == b"8"
 
 
-@pytest.mark.serial  # timing: with a burst of 1 a take late by 0.2 s loses a token; alone (make test)
+@pytest.mark.serial  # timing: with a burst of 1 a take late by 0.2 s loses a token; serial layer (make test)
 def test_a_groups_rate_holds_over_workers_and_its_rows_wait_in_redis(make_settings):
     settings = grouped(make_settings, {"group_rate_limit": 5.0})
     store = make_store(settings)

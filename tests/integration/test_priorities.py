@@ -231,7 +231,7 @@ def test_each_row_is_read_by_one_pass_and_both_reread_everything_after_redis_los
 
 
 # -- the promise, on real processes ------------------------------------------------------------------
-@pytest.mark.serial  # timing: alone, not beside other tests (make test)
+@pytest.mark.serial  # timing: serial layer (make test)
 @pytest.mark.parametrize("partitions", [1, 3], ids=["1 partition", "3 partitions"])
 def test_under_a_third_of_the_rate_needed_premium_rows_keep_their_rhythm_and_the_rest_fall_behind(
     make_settings, procs, tmp_path, partitions
@@ -273,7 +273,7 @@ def test_under_a_third_of_the_rate_needed_premium_rows_keep_their_rhythm_and_the
     assert "priority" in status, status
 
 
-@pytest.mark.serial  # timing: alone, not beside other tests (make test)
+@pytest.mark.serial  # timing: serial layer (make test)
 def test_with_capacity_to_spare_both_classes_are_on_time(make_settings, procs, tmp_path):
     interval, rows = 2.0, 2000
     settings, every = with_priority(make_settings, interval=interval)
@@ -300,7 +300,7 @@ def test_with_capacity_to_spare_both_classes_are_on_time(make_settings, procs, t
     assert worst["rest"] <= interval + 1.0, worst
 
 
-@pytest.mark.serial  # timing: alone, not beside other tests (make test)
+@pytest.mark.serial  # timing: serial layer (make test)
 def test_a_queue_tables_priority_jobs_jump_a_backlog(make_settings, procs, tmp_path):
     """One-shot rows (a job table): jobs inserted with priority behind a backlog of 3,000 are done
     within a couple of seconds, while the backlog still waits; each job is done once."""

@@ -421,7 +421,7 @@ def hold_insert(settings) -> tuple[Database, int]:
         return producer, int(cursor.lastrowid)
 
 
-@pytest.mark.serial  # timing: alone, not beside other tests (make test)
+@pytest.mark.serial  # timing: serial layer (make test)
 def test_a_producer_committing_seconds_late_is_still_handled_soon_after(make_settings, sql, procs):
     """Producers' INSERTs take their due time when they run; two transactions commit late, after
     the dispatcher's cursor has passed that time (other producers' rows kept coming). Committed
@@ -486,7 +486,7 @@ def test_a_worker_killed_mid_job_runs_it_again_and_writes_it_once(make_settings,
     assert scalar(sql, "SELECT COUNT(*) FROM job_queue WHERE next_check_at IS NOT NULL") == 0
 
 
-@pytest.mark.serial  # real processes racing: alone, not beside other tests (make test)
+@pytest.mark.serial  # real processes racing: serial layer (make test)
 def test_rounds_of_now_and_retry_on_idle_jobs_run_each_job_once_a_round(make_settings, sql, procs):
     """Issue 45, item 1: `now` on 1,000 done jobs at a time while the dispatcher's pages read the
     same rows (they are due now) ran whole takes twice in most rounds. A check that records every

@@ -20,7 +20,7 @@ from recheck.shared.core.limits import partition_limits
 from tests.support.helpers import counted_rate, make_store, query, recheck, scalar, seed_rows
 from tests.support.servers import RedisCluster, wait_for
 
-pytestmark = pytest.mark.serial  # rates and counts: alone, not beside other tests (make test)
+pytestmark = pytest.mark.serial  # rates and counts: serial layer (make test)
 STAMPED = {"RECHECK_CHECK": "tests.support.checks:stamped"}
 # Seconds measured: 5 in make test (no test sleeps longer); the figures in docs/performance.md
 # are over 30 s (TEST_RATE_WINDOW=30 pytest -s tests/integration/test_rate_limits.py).

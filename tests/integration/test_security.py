@@ -73,7 +73,7 @@ def restricted(tmp_path):
     mysql.kill()
 
 
-@pytest.mark.serial  # timing: alone, not beside other tests (make test)
+@pytest.mark.serial  # timing: serial layer (make test)
 def test_the_pipeline_runs_as_least_privilege_users_and_never_shows_a_password(restricted, procs):
     mysql, cache, admin = restricted
     seed_rows(admin, 2000, due_now=True)

@@ -188,7 +188,7 @@ def checked(sql, table: str) -> int:
     return int(scalar(sql, f"SELECT COALESCE(SUM(check_count), 0) FROM `{table}`"))
 
 
-@pytest.mark.serial  # rates in two windows compared: alone, not beside other tests (make test)
+@pytest.mark.serial  # rates in two windows compared: serial layer (make test)
 def test_a_worker_shares_its_time_by_weight_and_gives_it_all_to_whoever_has_work(settings, sql):
     heavy, light = busy_tables(settings)
     worker = Worker([heavy, light])
@@ -224,13 +224,13 @@ DEPLOYMENT = """
 [workloads.ticks]
 table = "ticks"
 id_column = "id"
-interval = 2
+interval = 1
 check = "tests.support.checks:ok"
 
 [workloads.devices]
 table = "devices"
 id_column = "uuid"
-interval = 6
+interval = 3
 interval_column = "every_s"
 check = "tests.support.checks:async_ok"
 concurrency = 20
@@ -244,8 +244,8 @@ check = "tests.support.checks:recheck_by_key"
 
 
 def three_workloads(settings, tmp_path, sql):
-    """ticks: int keys, 2 s, batch; devices: CHAR(36) UUIDs, 2 or 6 s by column, per-row async;
-    tokens: VARBINARY(16), 2 or 4 s as the check decides. Each with an audit trail."""
+    """ticks: int keys, 1 s, batch; devices: CHAR(36) UUIDs, 1 or 3 s by column, per-row async;
+    tokens: VARBINARY(16), 1 or 2 s as the check decides. Each with an audit trail."""
     (tmp_path / "recheck.toml").write_text(DEPLOYMENT)
     env = {"RECHECK_CONFIG": str(tmp_path / "recheck.toml")}
     base = settings.evolve(**{"config": str(tmp_path / "recheck.toml")})
@@ -254,7 +254,7 @@ def three_workloads(settings, tmp_path, sql):
             "INSERT INTO ticks (id) VALUES " + ", ".join(f"({i})" for i in range(-20, 20)))  # fmt: skip
     prepare(devices, "CREATE TABLE devices (uuid CHAR(36) PRIMARY KEY, every_s INT NULL)",
             "INSERT INTO devices (uuid, every_s) VALUES " + ", ".join(
-                f"(UUID(), {2 if i % 2 else 'NULL'})" for i in range(30)))  # fmt: skip
+                f"(UUID(), {1 if i % 2 else 'NULL'})" for i in range(30)))  # fmt: skip
     tokens_sql = ", ".join(f"(UNHEX('{i:032x}'))" for i in range(30))
     prepare(tokens, "CREATE TABLE tokens (token VARBINARY(16) PRIMARY KEY)",
             f"INSERT INTO tokens (token) VALUES {tokens_sql}")  # fmt: skip
@@ -269,11 +269,15 @@ def test_three_workloads_in_one_deployment_each_keep_their_own_rhythm(settings, 
     procs.start("dispatcher", settings, env=env)
     procs.start("worker", settings, env=env)
     started = scalar(sql, "SELECT NOW(3) + INTERVAL 3 SECOND")
-    time.sleep(15)  # a sampling period: 6 rhythms of 2 s, 3 of 4 s, 2 of 6 s
+    # Every table's rows came due together 3 s after they were set up; once all three have been
+    # checked, a sampling period of 4.5 rhythms of 1 s, 2.25 of 2 s, 1.5 of 3 s (half a rhythm
+    # past a due time: a row's count is then one more than its whole rhythms, not on the edge).
+    wait_for(lambda: all(checked(sql, t) > 0 for t in ("ticks", "devices", "tokens")), 20, "first checks")
+    time.sleep(4.5)
     rhythms = {  # each row's rhythm in seconds, per table
-        "ticks": "2",
-        "devices": "IF(every_s IS NULL, 6, every_s)",
-        "tokens": "IF(ASCII(RIGHT(token, 1)) %% 2 = 0, 2, 4)",  # %% : the query has parameters
+        "ticks": "1",
+        "devices": "IF(every_s IS NULL, 3, every_s)",
+        "tokens": "IF(ASCII(RIGHT(token, 1)) %% 2 = 0, 1, 2)",  # %% : the query has parameters
     }
     report = {}
     for table, rhythm in rhythms.items():
@@ -350,7 +354,7 @@ def test_commands_name_their_workload_when_there_are_several(settings, sql, tmp_
     released = recheck("release", "--workload", "ticks", "-5", settings=settings, env=env)
     assert released.returncode == 0 and "released, due now: -5" in released.stdout, released.stderr
     text = recheck("status", "--workload", "devices", settings=settings, env=env).stdout
-    assert "workload devices:" not in text and ".devices every 2-6 s" in text.splitlines()[0]
+    assert "workload devices:" not in text and ".devices every 1-3 s" in text.splitlines()[0]
     every = recheck("status", settings=settings, env=env).stdout
     assert all(f"workload {name}:" in every for name in ("ticks", "devices", "tokens"))
     bad = recheck("status", "--workload", "nope", settings=settings, env=env)
