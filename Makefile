@@ -49,9 +49,9 @@ docs: $(BIN)/.installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # Three parts: most tests in 4 processes (each with its own MariaDB and Redis; they mostly wait),
-# then the timing-sensitive ones (chaos, and those marked serial) two at a time, those marked alone
-# with none beside them (tests/support/turns.py), then what users deploy (test-compose). `pytest`
-# runs all one at a time.
+# then the timing-sensitive ones (chaos, and those marked serial) two at a time (they mostly wait
+# on time and servers, and keep their bounds with one other beside them, as beside a CPU hog), then
+# what users deploy (test-compose). `pytest` runs all one at a time.
 # --durations: the slowest tests in every log, to keep the suite's time in view.
 test: lint docs browser promtool
 	$(BIN)/pytest -q -n 4 -m "not serial and not containers" --durations=10

@@ -13,7 +13,6 @@ from recheck.commands.init_db import init_db
 from recheck.shared.config import ENV_PREFIX, Settings, Workload
 from tests.support.processes import TEST_TIMINGS, Processes
 from tests.support.servers import MariaDBServer, RedisServer
-from tests.support.turns import machine_turn
 
 _databases = itertools.count(1)
 
@@ -31,28 +30,14 @@ SERIAL_LAYERS = ("chaos",)
 
 def pytest_collection_modifyitems(items):
     """Each test is marked by its folder: `-m unit`, `-m "not bench"` and so on select layers.
-    `make test` runs `-m "not serial"` in four processes, then `-m serial` in two (those also
-    marked `alone` with none beside them: turns), then `make test-compose` (tests/containers:
-    Podman, images, compose) by itself."""
+    `make test` runs `-m "not serial"` in four processes, then `-m serial` in two, then
+    `make test-compose` (tests/containers: Podman, images, compose) by itself."""
     for item in items:
         layer = item.path.parent.name
         if layer in LAYERS:
             item.add_marker(getattr(pytest.mark, layer))
-        if layer in SERIAL_LAYERS:  # bounds on lateness and rates: never beside other tests
+        if layer in SERIAL_LAYERS:  # bounds on lateness and rates: never beside the parallel part
             item.add_marker(pytest.mark.serial)
-
-
-@pytest.fixture(autouse=True)
-def turn(request, tmp_path_factory):
-    """A serial test's turn on the machine (tests/support/turns.py); other tests run freely."""
-    if request.node.get_closest_marker("serial") is None:
-        yield
-        return
-    root = tmp_path_factory.getbasetemp()
-    if "PYTEST_XDIST_WORKER" in os.environ:
-        root = root.parent  # the run's own folder, which every process of it shares
-    with machine_turn(root / "serial-turns", alone=request.node.get_closest_marker("alone") is not None):
-        yield
 
 
 @pytest.fixture(scope="session")

@@ -27,7 +27,6 @@ from tests.support.helpers import REPO
 
 
 @pytest.mark.serial  # per-process CPU figures: once 0 for mariadbd beside 3 other test sessions
-@pytest.mark.alone  # a drain on every core, and its CPU figures
 def test_every_strategy_drains_and_is_measured(settings, tmp_path):
     said = []
     config = BenchConfig(

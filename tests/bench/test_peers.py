@@ -32,7 +32,6 @@ def drain(settings, tmp_path, strategies, rows, seconds, peer_job):
 
 @needs_peers
 @pytest.mark.serial  # per-process CPU figures, and a drain that must end within its seconds
-@pytest.mark.alone
 def test_peers_check_every_row_exactly_once_and_report_both_rates(settings, tmp_path, rds):
     # The batched jobs enqueue everything before their workers take any (the default), the
     # per-row ones while their workers drain.

@@ -15,8 +15,7 @@ OLDEST = (
 )
 
 
-@pytest.mark.serial  # timing (make test)
-@pytest.mark.alone  # 3 workers and a dispatcher busy on every core
+@pytest.mark.serial  # timing: serial layer (make test)
 def test_8000_rows_every_2s_with_3_workers_stay_fresh(settings, sql, procs):
     # "While workers keep up": 4,000 checks/s, under half of what this 2-core machine's 3 workers
     # did on 2026-11-26 (about 9,800/s). 16,000 rows every 2 s (80 % of that) passed on a quiet

@@ -240,8 +240,7 @@ def enqueue_rounds(args: tuple) -> list[tuple[float, list[str]]]:
     return stamps
 
 
-@pytest.mark.serial  # 8 producer processes and 3 of recheck's: alone (make test)
-@pytest.mark.alone
+@pytest.mark.serial  # 8 producer processes and 3 of recheck's: serial layer (make test)
 def test_eight_producer_processes_and_1000_keys_lose_no_enqueue(unique, procs, sql, tmp_path):
     """The issue's scenario: 8 producer processes enqueue the same 1,000 keys 20 times each
     (160,000 enqueues) while a dispatcher and 2 worker processes run. None is lost: every key
