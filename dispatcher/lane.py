@@ -51,8 +51,10 @@ class DispatchLane:
         self.presence = Presence(
             self.store, "dispatcher", service.id, deployment.heartbeat_ttl,
             interval_seconds=deployment.heartbeat_interval, quiet=self.beats_quietly,
+            published=self.role_published,
         )  # fmt: skip
-        self.held_beaten: bool | None = None  # whether it led at the last heartbeat (beats_quietly)
+        self.held_beaten: bool | None = None  # whether it led in the last heartbeat published
+        self.held_asked: bool | None = None  # whether it led when the heartbeat now going out was asked for
         self.lease = Lease(self.store, service.id, workload.deployment.leader_ttl)
         # Its passes over the table (two with a priority column, the priority rows' first), each
         # with its own cursor, polled in turn by the dispatch loop; `dispatcher` reads the others.
@@ -208,11 +210,15 @@ class DispatchLane:
 
     def beats_quietly(self) -> bool:
         """Its heartbeat may be published less often (Presence): a standby, or a leader whose last
-        poll read nothing, that led or stood by at the last heartbeat too (a change of role is
-        published at once: status shows who leads)."""
-        held = self.lease.held
-        changed, self.held_beaten = held != self.held_beaten, held
-        return not changed and (not held or self.quiet)
+        poll read nothing, that led or stood by in the last heartbeat published too (a change of
+        role is published at once, and again at each heartbeat until one lands: status shows who
+        leads)."""
+        self.held_asked = held = self.lease.held
+        return held == self.held_beaten and (not held or self.quiet)
+
+    def role_published(self) -> None:
+        """A heartbeat of this lane is in Redis: the role it was asked for with is the one shown."""
+        self.held_beaten = self.held_asked
 
     @property
     def quiet(self) -> bool:

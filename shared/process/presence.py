@@ -34,11 +34,13 @@ class Presence:
     def __init__(
         self, store: Store, role: str, member: str, ttl_seconds: float, count: bool = False,
         interval_seconds: float = 0.0, quiet: Callable[[], bool] | None = None,
+        published: Callable[[], None] | None = None,
     ):  # fmt: skip
         """role: "worker" or "dispatcher" (which registry and heartbeat keys); count: read how
         many members the registry holds (`registered`, every REGISTER_EVERY beats); quiet: whether
         the member holds nothing now and expects nothing (QUIET_EVERY; None: never quiet), with
-        interval_seconds the heartbeat's."""
+        interval_seconds the heartbeat's; published: called once a beat that due() asked for is
+        in Redis (not after one whose round trip failed)."""
         self.store = store
         self.count = count
         self.role = role
@@ -51,17 +53,28 @@ class Presence:
         self.beats = 0
         self.skipped = 0  # quiet heartbeats not published since the last one that was
         self.long_lived = False  # the key was last set with quiet_ttl_ms
+        self.on_published = published
+        self.asked_long = False  # the beat due() last asked for is a quiet one (quiet_ttl_ms)
 
     def due(self) -> int:
-        """One heartbeat: the TTL in ms to publish it with, or 0 if a quiet member skips it."""
+        """One heartbeat: the TTL in ms to publish it with, or 0 if a quiet member skips it. A
+        skip counts at once (it sends nothing); a beat to publish counts once it is in Redis
+        (published): one lost with its round trip is asked for again at the next heartbeat, not
+        taken for a quiet beat that landed."""
         if self.quiet is None or not self.quiet():
-            self.skipped, self.long_lived = 0, False
+            self.asked_long = False
             return self.ttl_ms
         if self.long_lived and self.skipped + 1 < QUIET_EVERY:  # (its first quiet beat is published)
             self.skipped += 1
             return 0
-        self.skipped, self.long_lived = 0, True
+        self.asked_long = True
         return self.quiet_ttl_ms
+
+    def published(self) -> None:
+        """The beat due() asked for is in Redis, with the TTL it said."""
+        self.skipped, self.long_lived = 0, self.asked_long
+        if self.on_published is not None:
+            self.on_published()
 
     def busy_again(self) -> None:
         """The member holds something again (a take returned entries): if its key was set to
@@ -128,6 +141,7 @@ def publish_together(beats: Sequence[tuple[Presence, WorkerBeat | DispatcherBeat
         again = client.pipeline(transaction=False)
         at = 0
         for presence, count, register, many in staged:
+            presence.published()
             mine, at = replies[at : at + many], at + many
             counted = presence.store.heartbeat_replies(
                 again, mine, presence.role, presence.member, count, register

@@ -4,11 +4,18 @@ a member only once its key is gone, so a beat that finds its key alive has nothi
 
 from __future__ import annotations
 
+import contextlib
 import json
+
+import pytest
+import redis
 
 from recheck.shared.core.records import DispatcherBeat, WorkerBeat
 from recheck.shared.process.presence import QUIET_EVERY, REGISTER_EVERY, Presence
+from recheck.shared.redis.connection import REDIS_DOWN
+from recheck.shared.redis.store import Store
 from tests.scripts.conftest import Clock
+from tests.support.servers import free_port
 
 
 def test_a_beat_registers_again_a_member_whose_key_expired(make_store):
@@ -101,18 +108,65 @@ def test_a_quiet_member_publishes_one_beat_in_three_with_a_key_that_lives_as_muc
 
 def test_a_dispatcher_lane_beats_quietly_only_in_the_role_it_last_published(make_store):
     """A standby, or a leader whose polls read nothing, may skip beats; a change of role is
-    published at the next heartbeat (status shows who leads)."""
+    published at the next heartbeat, and at every one after it until one lands (status shows who
+    leads): a beat lost with Redis is not taken for published."""
     from recheck.dispatcher.lane import DispatchLane
 
-    class Lane:  # what beats_quietly reads of a DispatchLane
+    class Lane:  # what beats_quietly and role_published use of a DispatchLane
         held_beaten = None
+        held_asked = None
         quiet = True
         lease = type("L", (), {"held": False})()
 
     lane = Lane()
-    beats_quietly = DispatchLane.beats_quietly.__get__(lane)
-    assert [beats_quietly(), beats_quietly()] == [False, True]  # first, then a quiet standby
+    store = make_store(Clock())
+    presence = Presence(
+        store, "dispatcher", "d1", ttl_seconds=5, interval_seconds=1,
+        quiet=DispatchLane.beats_quietly.__get__(lane), published=DispatchLane.role_published.__get__(lane),
+    )  # fmt: skip
+    key = presence.key
+
+    def published(beat: int) -> bool:
+        presence.publish(DispatcherBeat(id="d1", dispatched=beat))
+        return json.loads(store.client.get(key))["dispatched"] == beat
+
+    assert [published(beat) for beat in range(3)] == [True, True, False]  # first, quiet, skipped
     lane.lease.held = True
-    assert [beats_quietly(), beats_quietly()] == [False, True]  # now leading: published at once
+    assert [published(beat) for beat in range(10, 14)] == [True, True, False, False]  # now leading: at once
     lane.quiet = False
-    assert beats_quietly() is False  # its poll read rows
+    assert published(20)  # its poll read rows: every beat
+    lane.quiet, lane.lease.held = True, False
+    with redis_away(presence), pytest.raises(REDIS_DOWN):
+        published(30)  # the change to standby is lost with its round trip
+    assert [published(beat) for beat in range(31, 35)] == [True, True, False, False]  # at once, again
+
+
+def redis_away(presence: Presence):
+    """For a while, the presence's store is a Redis nobody listens on."""
+    live = presence.store
+
+    @contextlib.contextmanager
+    def away():
+        presence.store = Store(redis.Redis(port=free_port(), socket_connect_timeout=1), live.partitions)
+        try:
+            yield
+        finally:
+            presence.store = live
+
+    return away()
+
+
+def test_a_quiet_beat_lost_with_redis_is_published_at_the_next_heartbeat_not_skipped(make_store):
+    """A quiet member's beat that never reached Redis does not count as published: its key was
+    last set a whole quiet period ago, and two more skipped beats could let it expire."""
+    store = make_store(Clock())
+    presence = Presence(store, "worker", "w1", ttl_seconds=5, interval_seconds=1, quiet=lambda: True)
+
+    def published(beat: int) -> bool:
+        presence.publish(WorkerBeat(id="w1", checked=beat))
+        return WorkerBeat.from_json(json.loads(store.client.get(presence.key))).checked == beat
+
+    assert [published(beat) for beat in range(3)] == [True, False, False]
+    with redis_away(presence), pytest.raises(REDIS_DOWN):
+        published(3)  # the quiet beat due now
+    assert [published(beat) for beat in range(4, 8)] == [True, False, False, True]
