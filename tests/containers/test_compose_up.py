@@ -86,6 +86,10 @@ class Lateness(threading.Thread):
             while not self.stopping.wait(0.2):
                 self.samples.append((time.monotonic(), float(scalar(conn, sql))))
 
+    def back_on_time(self, since: float) -> bool:
+        """A sample taken after `since` found no row more than CHECKING_S overdue."""
+        return any(at > since and late <= CHECKING_S for at, late in list(self.samples))
+
     def worst(self) -> float:
         self.stopping.set()
         self.join(timeout=10)
@@ -228,7 +232,11 @@ def test_compose_yaml_up_scaled_killed_scaled_down_and_torn_down(engine, cleanup
                 interval=1,
             )
             assert int(found.group(1)) > 0, found.group(0)  # it held rows: the bound below is about them
-            time.sleep(KILLED_WORKER_BOUND_S)  # every reclaimed row checked again by now
+            # Until every reclaimed row is checked again: their lateness only grows until then, so
+            # the samples have seen its worst. A row never checked again fails this wait.
+            since = time.monotonic()
+            wait_for(lambda: watch.back_on_time(since), KILLED_WORKER_BOUND_S + CHECKING_S,
+                     "every reclaimed row checked again", interval=0.2)  # fmt: skip
             worst = watch.worst()
             print(
                 f"[compose test] worst lateness around the kill: {worst:.2f} s ({len(watch.samples)} samples)"
