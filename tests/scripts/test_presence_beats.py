@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator
 
 import pytest
 import redis
@@ -141,19 +142,15 @@ def test_a_dispatcher_lane_beats_quietly_only_in_the_role_it_last_published(make
     assert [published(beat) for beat in range(31, 35)] == [True, True, False, False]  # at once, again
 
 
-def redis_away(presence: Presence):
+@contextlib.contextmanager
+def redis_away(presence: Presence) -> Iterator[None]:
     """For a while, the presence's store is a Redis nobody listens on."""
     live = presence.store
-
-    @contextlib.contextmanager
-    def away():
-        presence.store = Store(redis.Redis(port=free_port(), socket_connect_timeout=1), live.partitions)
-        try:
-            yield
-        finally:
-            presence.store = live
-
-    return away()
+    presence.store = Store(redis.Redis(port=free_port(), socket_connect_timeout=1), live.partitions)
+    try:
+        yield
+    finally:
+        presence.store = live
 
 
 def test_a_quiet_beat_lost_with_redis_is_published_at_the_next_heartbeat_not_skipped(make_store):
