@@ -24,6 +24,7 @@ import subprocess
 import threading
 import time
 import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pymysql
@@ -31,7 +32,7 @@ import pytest
 from dotenv import dotenv_values
 
 from tests.support.helpers import REPO, query, scalar
-from tests.support.podman import HERE, ApiService, Compose, HealthPump, Podman, phase
+from tests.support.podman import HERE, ApiService, Compose, HealthPump, Podman, phase, reclaims_since
 from tests.support.servers import wait_for
 
 DEMO = "recheck-ci"
@@ -125,17 +126,18 @@ def show_logs(compose: Compose) -> None:
     print(logs.stdout[-20000:], logs.stderr[-3000:])
 
 
-def frozen_holder(compose, podman) -> tuple[str, str] | None:
-    """(the name, the host name) of worker 1 or 2, frozen (`podman pause`) while it holds rows (its
-    processing set in Redis is not empty), or None. Frozen, it can finish nothing: what it held
-    when seen is what it holds when killed (a worker seen holding rows, then killed a moment later,
-    could have acknowledged them all in between and been killed holding none, which tests
-    nothing). One of the two that scaling down to 2 keeps (compose removes the highest numbers):
-    the next phase stops the other two gracefully. A worker's id starts with its hostname, the
-    container's short id."""
+def frozen_holder(compose, podman) -> tuple[str, str, datetime] | None:
+    """(the name, the host name, the UTC time just before its pause) of worker 1 or 2, frozen
+    (`podman pause`) while it holds rows (its processing set in Redis is not empty), or None.
+    Frozen, it can finish nothing: what it held when seen is what it holds when killed (a worker
+    seen holding rows, then killed a moment later, could have acknowledged them all in between
+    and been killed holding none, which tests nothing; so Podman.kill_frozen). One of the two
+    that scaling down to 2 keeps (compose removes the highest numbers): the next phase stops the
+    other two gracefully. A worker's id starts with its hostname, the container's short id."""
     for container in sorted(compose.containers("worker"), key=lambda c: c["Name"])[:2]:
         name, host = container["Name"], container["ID"][:12]
         script = f"for k in $(redis-cli --scan --pattern '*processing:{host}*'); do redis-cli scard $k; done"
+        frozen_at = datetime.now(UTC)
         podman("pause", name)
         holds = False
         try:
@@ -146,7 +148,7 @@ def frozen_holder(compose, podman) -> tuple[str, str] | None:
             if not holds:
                 podman("unpause", name)
         if holds:
-            return name, host
+            return name, host, frozen_at
     return None
 
 
@@ -218,20 +220,17 @@ def test_compose_yaml_up_scaled_killed_scaled_down_and_torn_down(engine, cleanup
             watch = Lateness(connect, "user_block_status")
             watch.start()
             time.sleep(2)
-            victim, host = wait_for(
+            victim, host, frozen_at = wait_for(
                 lambda: frozen_holder(compose, podman), 20, "a worker holding rows", interval=0.2
             )
-            podman("kill", "--signal", "KILL", victim)  # frozen: killed holding what it was seen holding
-            # The victim's line: another worker paused a while by frozen_holder's look may have been
-            # taken for dead meanwhile (and reclaimed holding nothing) before it.
-            reclaimed = re.compile(rf"worker {re.escape(host)}\S* stopped heartbeating; reclaimed (\d+) ids")
-            found = wait_for(
-                lambda: reclaimed.search(dispatcher_logs(compose)),
+            podman.kill_frozen(victim)  # killed holding what it was seen holding
+            reclaims = wait_for(
+                lambda: reclaims_since(dispatcher_logs(compose), host, frozen_at),
                 30,
                 "the reconciler to reclaim the killed worker's ids",
                 interval=1,
             )
-            assert int(found.group(1)) > 0, found.group(0)  # it held rows: the bound below is about them
+            assert reclaims[0] > 0, reclaims  # it held rows: the bound below is about them
             # Until every reclaimed row is checked again: their lateness only grows until then, so
             # the samples have seen its worst. A row never checked again fails this wait.
             since = time.monotonic()
@@ -274,7 +273,7 @@ def test_compose_yaml_up_scaled_killed_scaled_down_and_torn_down(engine, cleanup
             )
             assert stopped == ["0", "0"], logs[-5000:]
             dispatchers = dispatcher_logs(compose)
-            assert len(reclaimed.findall(dispatchers)) == 1, dispatchers[-5000:]  # the killed one only
+            assert len(reclaims_since(dispatchers, host, frozen_at)) == 1, dispatchers[-5000:]  # once
             assert "were not in flight; dispatched them again" not in dispatchers  # no sweep needed
             assert worst < 2.0, worst
             with connect() as conn:

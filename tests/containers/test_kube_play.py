@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import secrets
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pymysql
@@ -33,7 +34,7 @@ import yaml
 from tests.containers.test_compose_up import CHECKING_S, KILLED_WORKER_BOUND_S, Lateness
 from tests.support.helpers import REPO, scalar
 from tests.support.kube import for_podman, podman_secret, render, wait_container
-from tests.support.podman import MARIADB, REDIS, Podman, phase
+from tests.support.podman import MARIADB, REDIS, Podman, phase, reclaims_since
 from tests.support.servers import wait_for
 
 IMAGE = "localhost/recheck:local"
@@ -99,13 +100,15 @@ def exit_code(podman: Podman, container: str, timeout: float, what: str) -> int:
     return box[0]
 
 
-def holding_worker(podman: Podman, redis_password: str) -> tuple[str, int] | None:
-    """(name, host pid) of a worker container frozen (`podman pause`) while it holds rows (its
-    processing set in Redis is not empty), else None; see test_compose_up.frozen_holder for why
-    frozen. A worker's id starts with its hostname, the pod's name."""
+def holding_worker(podman: Podman, redis_password: str) -> tuple[str, datetime] | None:
+    """(name, the UTC time just before its pause) of a worker container frozen (`podman pause`)
+    while it holds rows (its processing set in Redis is not empty), else None; see
+    test_compose_up.frozen_holder for why frozen. A worker's id starts with its hostname, the
+    pod's name."""
     for index in (0, 1):
         name, host = f"recheck-worker-pod-{index}-worker", f"recheck-worker-pod-{index}"
         script = f"for k in $(redis-cli --scan --pattern '*processing:{host}-*'); do redis-cli scard $k; done"
+        frozen_at = datetime.now(UTC)
         podman("pause", name)
         holds = False
         try:
@@ -115,7 +118,7 @@ def holding_worker(podman: Podman, redis_password: str) -> tuple[str, int] | Non
             if not holds:
                 podman("unpause", name)
         if holds:
-            return name, int(podman("inspect", "--format", "{{.State.Pid}}", name).strip())
+            return name, frozen_at
     return None
 
 
@@ -253,15 +256,12 @@ def test_the_kubernetes_base_played_on_podman(podman, tmp_path):
             watch.start()
             wait_for(lambda: len(watch.samples) >= 5, 10, "the lateness watch's first samples", interval=0.2)
             holder = lambda: holding_worker(podman, redis_password)  # noqa: E731
-            victim, pid = wait_for(holder, 20, "a worker holding rows", interval=0.2)
-            subprocess.run(["kill", "-KILL", str(pid)], check=True)  # from outside, as the OOM killer would
-            podman("unpause", victim)
+            victim, frozen_at = wait_for(holder, 20, "a worker holding rows", interval=0.2)
+            podman.kill_frozen(victim)  # from outside, as the OOM killer would
             host = victim.removesuffix("-worker")  # its worker id starts with the pod's name
-            # The victim's line: another worker paused a while by holding_worker's look may have
-            # been taken for dead meanwhile (and reclaimed holding nothing) before it.
-            reclaimed = re.compile(rf"worker {re.escape(host)}-\S* stopped heartbeating; reclaimed (\d+) ids")
-            found = wait_for(lambda: reclaimed.search(dispatcher_logs(podman)), 30, "the reclaim", interval=1)
-            assert int(found.group(1)) > 0, found.group(0)
+            since = lambda: reclaims_since(dispatcher_logs(podman), f"{host}-", frozen_at)  # noqa: E731
+            reclaims = wait_for(since, 30, "the reclaim", interval=1)
+            assert reclaims[0] > 0, reclaims
             wait_for(lambda: healthy(podman, victim), 30, "the restarted worker to be healthy", interval=1)
             assert int(podman("inspect", "--format", "{{.RestartCount}}", victim).strip()) >= 1
             late = "SELECT COUNT(*) FROM user_block_status WHERE next_check_at < NOW(3) - INTERVAL 1 SECOND"

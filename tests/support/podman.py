@@ -3,7 +3,8 @@
 - `Podman`: the `podman` command with the test's own containers.conf (tests/containers/), and
   the base images no registry can give here, built from Debian's packages: debootstrap into a
   folder, `podman import`, then tests/containers/images/*.Containerfile on top (cached: a
-  second run rebuilds nothing).
+  second run rebuilds nothing). `kill_frozen`: a paused container killed without running on.
+- `reclaims_since`: what the dispatchers' logs say a killed worker's reclaim gave back.
 - `ApiService`: `podman system service` on a socket of the test's, the Docker-compatible API that
   the Compose v2 binary talks to (DOCKER_HOST).
 - `HealthPump`: without systemd, Podman runs no health check by itself; this thread runs
@@ -18,13 +19,16 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tests.support.helpers import REPO
@@ -52,6 +56,38 @@ def phase(name: str, test: str = "compose test"):
     return timed()
 
 
+def cgroup_processes(pid: int) -> list[int]:
+    """Every process in the cgroup of `pid` and below it: the freezer's hierarchy on cgroup v1,
+    the unified one on v2."""
+    lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    paths = {controllers: path for _, controllers, path in (line.split(":", 2) for line in lines)}
+    root = Path("/sys/fs/cgroup/freezer") if "freezer" in paths else Path("/sys/fs/cgroup")
+    top = root / paths.get("freezer", paths.get("", "/")).lstrip("/")
+    found = []
+    for folder, _, files in os.walk(top):
+        if "cgroup.procs" in files:
+            found += [int(p) for p in (Path(folder) / "cgroup.procs").read_text().split()]
+    return found
+
+
+def reclaims_since(logs: str, worker: str, since: datetime) -> list[int]:
+    """How many ids each reclaim of a worker whose id starts with `worker` gave back, of those the
+    dispatchers logged (as text or JSON lines, in UTC) at `since` or later. A worker frozen a
+    while by an earlier look for a holder may have been taken for dead and reclaimed holding
+    nothing (it registers again at its next beat): logged before its last freeze, that reclaim is
+    not the one its kill causes."""
+    stamp = re.compile(r"(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)[,.](\d{3})")
+    reclaim = re.compile(rf"worker {re.escape(worker)}\S* stopped heartbeating; reclaimed (\d+) ids")
+    counts = []
+    for line in logs.splitlines():
+        found, at = reclaim.search(line), stamp.search(line)
+        if found and at:
+            logged = datetime.strptime(" ".join(at.groups()), "%Y-%m-%d %H:%M:%S %f").replace(tzinfo=UTC)
+            if logged >= since:
+                counts.append(int(found.group(1)))
+    return counts
+
+
 class Podman:
     def __init__(self, root: Path):
         self.root = root
@@ -64,6 +100,18 @@ class Podman:
         if check and result.returncode != 0:
             raise RuntimeError(f"podman {' '.join(args)} exited {result.returncode}: {result.stderr[-3000:]}")
         return result.stdout
+
+    def kill_frozen(self, name: str) -> None:
+        """SIGKILL every process of a container paused by `podman pause`, from the host, then
+        unpause it: each dies before it runs another instruction (a fatal signal waits out the
+        freeze), holding what it held when frozen, as an OOM kill would leave it. Not `podman
+        kill`: runc thaws a paused container to signal it, and a worker was seen running on for
+        that moment, acknowledging everything it held before it died (issue 46's CI runs)."""
+        pid = int(self("inspect", "--format", "{{.State.Pid}}", name).strip())
+        for process in cgroup_processes(pid):
+            with suppress(ProcessLookupError):  # gone meanwhile
+                os.kill(process, signal.SIGKILL)
+        self("unpause", name)
 
     def exists(self, image: str) -> bool:
         return subprocess.run(["podman", "image", "exists", image], env=self.env).returncode == 0
