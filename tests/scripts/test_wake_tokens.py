@@ -18,8 +18,10 @@ from tests.support.servers import wait_for
 
 
 def blocked(store) -> int:
-    """Clients blocked in a BLPOP right now."""
-    return sum(client["cmd"] == "blpop" for client in store.client.client_list())
+    """Clients blocked in a BLPOP right now (flag b), not idle ones whose last command was one."""
+    return sum(
+        client["cmd"] == "blpop" and "b" in client["flags"] for client in store.client.client_list()
+    )
 
 
 def tokens(store) -> int:
