@@ -50,13 +50,19 @@ docs: $(BIN)/.installed
 
 # Three parts: most tests in 4 processes (each with its own MariaDB and Redis; they mostly wait),
 # then the timing-sensitive ones (chaos, and those marked serial) two at a time (they mostly wait
-# on time and servers, and keep their bounds with one other beside them, as beside a CPU hog), then
-# what users deploy (test-compose). `pytest` runs all one at a time.
+# on time and servers, and keep their bounds with one other beside them, as beside a CPU hog),
+# with what users deploy (test-compose, mostly waiting on containers) beside them: its output goes
+# to build/test-compose.log and is shown once both are done. `pytest` runs all one at a time.
 # --durations: the slowest tests in every log, to keep the suite's time in view.
-test: lint docs browser promtool
+test: lint docs browser promtool podman
 	$(BIN)/pytest -q -n 4 -m "not serial and not containers" --durations=10
-	$(BIN)/pytest -q -n 2 -m "serial and not containers" --durations=15
-	$(MAKE) test-compose
+	@mkdir -p build; echo "the serial layer, and make test-compose beside it (its log: build/test-compose.log)"; \
+	$(MAKE) --no-print-directory test-compose > build/test-compose.log 2>&1 & deploy=$$!; \
+	$(BIN)/pytest -q -n 2 -m "serial and not containers" --durations=15; serial=$$?; \
+	wait $$deploy; deployed=$$?; \
+	echo "--- make test-compose (build/test-compose.log) ---"; cat build/test-compose.log; \
+	echo "serial layer: exit $$serial; make test-compose: exit $$deployed"; \
+	[ $$serial -eq 0 ] && [ $$deployed -eq 0 ]
 
 # The image from deploy/Dockerfile and both compose files, up for real on Podman (Debian's; no
 # Docker engine needed), driven by the Compose v2 binary; base images built from Debian's
