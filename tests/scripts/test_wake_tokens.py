@@ -19,9 +19,7 @@ from tests.support.servers import wait_for
 
 def blocked(store) -> int:
     """Clients blocked in a BLPOP right now (flag b), not idle ones whose last command was one."""
-    return sum(
-        client["cmd"] == "blpop" and "b" in client["flags"] for client in store.client.client_list()
-    )
+    return sum(client["cmd"] == "blpop" and "b" in client["flags"] for client in store.client.client_list())
 
 
 def tokens(store) -> int:
