@@ -566,7 +566,10 @@ _interrupted = threading.Event()
 
 def _interrupt_again() -> None:
     while not _cleaning.wait(INTERRUPT_AGAIN):
-        _thread.interrupt_main()  # a KeyboardInterrupt at the main thread's next instruction
+        # _interrupt again, in the main thread at its next instruction: as a simulated SIGTERM, not
+        # SIGINT, which a process started in the background (`&`) ignores from the start, and a
+        # simulated signal that is ignored does nothing.
+        _thread.interrupt_main(signal.SIGTERM)
 
 
 _cleaning = threading.Event()
