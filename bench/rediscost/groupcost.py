@@ -6,7 +6,9 @@ group_max_in_flight set high enough never to bind, so every limit's code path ru
 worker takes --batch entries and acknowledges them, --polls times, through the real scripts.
 Per take: wall time (p50, p99) and redis-server's CPU (psutil, when the server runs on this
 machine). Flat figures from 10 to 100,000 groups mean a take costs O(batch) whatever the number
-of groups (docs/groups.md).
+of groups (docs/groups.md). Per id, the push's Redis CPU too, and with the take and ack's the
+"one thread" column: the ids a second one Redis thread, fully busy, could push, take and
+acknowledge for one grouped workload (which has one partition: docs/groups.md).
 
 Beside it, the "group state" column: Redis CPU per take of bench/rediscost/groupstate.lua, the least work
 exact per-group limits need whatever the data structure (each group a take gives entries from has
@@ -50,6 +52,7 @@ class TakeCost:
     wall_ms_p50: float
     wall_ms_p99: float
     redis_cpu_ms: float  # per take and its acknowledgement; -1 if the server is not on this machine
+    push_us: float  # per id pushed through dispatch.lua (-1 as above)
     group_state_ms: float  # per take: groupstate.lua for the groups one take touches (-1 as above)
     one_zset_ms: float  # per take and ack: groupzset.lua, the same takes from one sorted set (-1 as above)
 
@@ -64,9 +67,11 @@ def measure(settings: Workload, groups: int, rows: int, takes: int, batch: int) 
     store.clear()
     assert Lease(store, OWNER, ttl_seconds=3600).hold(), "the bench's lease"
     entries = [f"{i}:1000:{(i % groups):x}".encode() for i in range(1, rows + 1)]
+    redis_pids = pids_named("redis-server")
+    before = redis_cpu_s(redis_pids)
     for start in range(0, rows, PUSH_CHUNK):
         store.push(OWNER, entries[start : start + PUSH_CHUNK])
-    redis_pids = pids_named("redis-server")
+    pushed = redis_cpu_s(redis_pids) - before
     before = redis_cpu_s(redis_pids)
     walls, taken = [], 0
     for _ in range(takes):
@@ -87,6 +92,7 @@ def measure(settings: Workload, groups: int, rows: int, takes: int, batch: int) 
         wall_ms_p50=statistics.median(walls) * 1000,
         wall_ms_p99=walls[min(len(walls) - 1, int(len(walls) * 0.99))] * 1000,
         redis_cpu_ms=(after - before) * 1000 / takes if redis_pids else -1.0,
+        push_us=pushed * 1e6 / rows if redis_pids else -1.0,
         group_state_ms=state_ms,
         one_zset_ms=zset_ms,
     )
@@ -138,6 +144,13 @@ def one_zset_cost(
     return (after - before) * 1000 / takes if redis_pids else -1.0
 
 
+def one_thread(cost: TakeCost) -> float:
+    """Ids a second one Redis thread could push, take and acknowledge, fully busy (0: not measured)."""
+    if cost.push_us < 0 or cost.redis_cpu_ms <= 0 or cost.ids_per_take <= 0:
+        return 0.0
+    return 1e6 / (cost.push_us + cost.redis_cpu_ms * 1000 / cost.ids_per_take)
+
+
 def run_group_bench(
     settings: Workload, counts: list[int], rows: int, takes: int, batch: int, out: Path, say=print
 ) -> list[TakeCost]:
@@ -154,14 +167,17 @@ def run_group_bench(
         results.append(measure(settings, groups, rows, takes, batch))
     say("")
     heads = ("groups", "ids/take", "wall p50", "wall p99", "redis CPU")
-    say(" ".join(f"{head:>9}" for head in heads) + f" {'group state':>12} {'one zset':>9}")
+    say(" ".join(f"{head:>9}" for head in heads) + f" {'group state':>12} {'one zset':>9}"
+        f" {'push/id':>8} {'one thread':>11}")  # fmt: skip
     for r in results:
         say(f"{r.groups:>9,} {r.ids_per_take:>9,.0f} {r.wall_ms_p50:>7.2f}ms {r.wall_ms_p99:>7.2f}ms "
-            f"{r.redis_cpu_ms:>8.2f}ms {r.group_state_ms:>10.2f}ms {r.one_zset_ms:>7.2f}ms")  # fmt: skip
+            f"{r.redis_cpu_ms:>8.2f}ms {r.group_state_ms:>10.2f}ms {r.one_zset_ms:>7.2f}ms "
+            f"{r.push_us:>6.2f}us {one_thread(r):>9,.0f}/s")  # fmt: skip
     say("redis CPU: a take and its ack; group state: the least of that exact per-group limits need")
     say("(bench/rediscost/groupstate.lua, for as many groups as one take touches); one zset: the same")
     say("takes and acks from one sorted set scored by each group's turn (bench/rediscost/groupzset.lua,")
-    say("a prototype)")
+    say("a prototype); push/id: Redis CPU per id pushed; one thread: ids a second one Redis thread")
+    say("could push, take and acknowledge for one grouped workload, fully busy with nothing else")
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"bench-groups-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(
