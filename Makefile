@@ -54,21 +54,24 @@ docs: $(BIN)/.installed
 # with what users deploy (test-compose, mostly waiting on containers) beside them: its output goes
 # to build/test-compose.log and is shown once both are done. `pytest` runs all one at a time.
 # --durations: the slowest tests in every log, to keep the suite's time in view.
+# A job started with & ignores Ctrl-C: the trap stops test-compose's pytest with the rest.
 test: lint docs browser promtool podman
 	$(BIN)/pytest -q -n 4 -m "not serial and not containers" --durations=10
-	@mkdir -p build; echo "the serial layer, and make test-compose beside it (its log: build/test-compose.log)"; \
-	$(MAKE) --no-print-directory test-compose > build/test-compose.log 2>&1 & deploy=$$!; \
+	@mkdir -p build; echo "the serial layer, and test-compose beside it (its log: build/test-compose.log)"; \
+	$(COMPOSE_TESTS) > build/test-compose.log 2>&1 & deploy=$$!; \
+	trap 'kill $$deploy 2>/dev/null; exit 130' INT TERM; \
 	$(BIN)/pytest -q -n 2 -m "serial and not containers" --durations=15; serial=$$?; \
 	wait $$deploy; deployed=$$?; \
-	echo "--- make test-compose (build/test-compose.log) ---"; cat build/test-compose.log; \
-	echo "serial layer: exit $$serial; make test-compose: exit $$deployed"; \
+	echo "--- test-compose (build/test-compose.log) ---"; cat build/test-compose.log; \
+	echo "serial layer: exit $$serial; test-compose: exit $$deployed"; \
 	[ $$serial -eq 0 ] && [ $$deployed -eq 0 ]
 
 # The image from deploy/Dockerfile and both compose files, up for real on Podman (Debian's; no
 # Docker engine needed), driven by the Compose v2 binary; base images built from Debian's
 # packages the first time (no registry needed). -s: each phase prints its time.
+COMPOSE_TESTS = $(BIN)/pytest -q -s -m containers tests/containers --durations=5
 test-compose: $(BIN)/.installed podman
-	$(BIN)/pytest -q -s -m containers tests/containers --durations=5
+	$(COMPOSE_TESTS)
 
 podman:
 	@command -v podman >/dev/null && command -v runc >/dev/null && command -v debootstrap >/dev/null || \
