@@ -111,7 +111,11 @@ class Podman:
         for process in cgroup_processes(pid):
             with suppress(ProcessLookupError):  # gone meanwhile
                 os.kill(process, signal.SIGKILL)
-        self("unpause", name)
+        # On cgroup v1 they die when thawed; on v2 at once, and the container may have exited
+        # (no longer paused) before the unpause: whichever, it must not stay frozen.
+        self("unpause", name, check=False)
+        state = self("inspect", "--format", "{{.State.Status}}", name).strip()
+        assert state != "paused", f"{name} still paused after its kill"
 
     def exists(self, image: str) -> bool:
         return subprocess.run(["podman", "image", "exists", image], env=self.env).returncode == 0
