@@ -14,7 +14,7 @@ local function group_release(g, entries, ended)
     local found = redis.call('HMGET', g.of, unpack(part))
     local gone, marked = {}, {}
     for k, name in ipairs(found) do
-      local counted = name and sub(name, 1, 1) ~= '~'
+      local counted = name and byte(name, 1) ~= TILDE
       if name and not ended then gone[#gone + 1] = part[k] end
       if counted and ended then
         marked[#marked + 1] = part[k]

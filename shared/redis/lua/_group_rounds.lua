@@ -111,8 +111,8 @@ local function sweep_rates(gnow, gahead, visited_all)
   local past = {}
   for i = 1, #scan[2], 2 do
     local field, value = scan[2][i], tonumber(scan[2][i + 1])
-    -- (the fields '~' and '~cursor' are no group's: _lib.lua HASHTABLE, the cursor)
-    if value and value < gnow and string.sub(field, 1, 1) ~= '~' then past[#past + 1] = field end
+    -- (the fields '~' and '~cursor' are no group's: _lib.lua HASHTABLE, whose value is no number, and the cursor)
+    if value and value < gnow and field ~= '~cursor' then past[#past + 1] = field end
   end
   if #past > 0 then chunked('HDEL', rates, past) end
   redis.call('HSET', rates, '~cursor', scan[1])

@@ -3,7 +3,8 @@
 -- commands are sent in chunks.
 
 local CHUNK = 1000
-local find, sub = string.find, string.sub  -- locals: a global's lookup per call costs
+local find, sub, byte = string.find, string.sub, string.byte  -- locals: a global's lookup per call costs
+local TILDE = 126  -- byte('~')
 
 local function id_of(entry)
   local colon = find(entry, ':', 1, true)

@@ -45,7 +45,8 @@ local function take_groups(taken, most_taken, wait)
   -- per group visited, one LPOP (and an LLEN when it gave all it was asked); their tokens and
   -- where each goes afterwards are written once per round.
   while #taken < most_taken and visits_left > 0 do
-    local names = redis.call('LPOP', G.ring, visits_left)
+    -- as many groups as the rest of the take needs at a share each (a visit that takes gives one at least)
+    local names = redis.call('LPOP', G.ring, math.min(visits_left, math.ceil((most_taken - #taken) / quantum)))
     if not names then break end
     local spent, arrivals, runs, urgent, opens, own = {}, {}, {}, {}, {}, {}
     if any_urgent then urgent = per_name('SMISMEMBER', G.urgent, names) end
@@ -82,7 +83,7 @@ local function take_groups(taken, most_taken, wait)
         if got > 0 and rate > 0 then
           arrival = arrival + got * 1000000 / rate
           spent[#spent + 1] = name
-          spent[#spent + 1] = string.format('%.0f', arrival)
+          spent[#spent + 1] = math.floor(arrival + 0.5)  -- a number: redis.call writes it whole (%.17g)
         end
         if got > 0 and most > 0 then
           run = run + got
