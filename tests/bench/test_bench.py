@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,9 +21,11 @@ from redis import Redis
 
 from bench.compare import ALL_STRATEGIES, BenchConfig, bench, run_bench
 from bench.pollcost import run_poll_bench
+from bench.rediscost import groupab
 from bench.rediscost.groupcost import run_group_bench
 from bench.rediscost.scriptcost import run_script_bench
 from bench.strategies import FLOOR, floor_slice
+from recheck.shared.redis.scripts import script_source
 from tests.support.helpers import REPO
 
 
@@ -237,3 +240,20 @@ def test_a_sigterm_that_lands_in_a_del_still_stops_the_benchmark():
         hold_interrupts_now()()
         restore()
         signal.signal(signal.SIGINT, sigint)
+
+
+def test_the_group_ab_bench_times_each_versions_takes_and_acks_apart(settings, tmp_path):
+    lua = REPO / "shared" / "redis" / "lua"
+    before, after, same = tmp_path / "before", tmp_path / "after", tmp_path / "same"
+    for folder in (before, after, same):
+        shutil.copytree(lua, folder)
+    for part in ("_take_groups.lua", "_group_release.lua"):  # another take and another ack script
+        (after / part).write_text((after / part).read_text() + "-- after\n")
+    times = groupab.run(before, after, groups=50, pairs=6, rows=8000, redis_url=settings.deployment.redis_url)
+    assert sorted(times) == sorted((v, s) for v in (before, after) for s in ("take_grouped", "ack"))
+    assert all(len(calls) == 6 and min(calls) > 0 for calls in times.values()), times
+    assert "-- after" not in script_source("take_grouped")  # the package's own scripts read again
+    with pytest.raises(SystemExit, match="the same take or ack script"):
+        groupab.run(before, same, groups=50, pairs=1, rows=3000, redis_url=settings.deployment.redis_url)
+    client = Redis.from_url(settings.deployment.redis_url)
+    assert not client.keys("*bench*")  # nothing left behind
