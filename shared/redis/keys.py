@@ -108,9 +108,11 @@ class Keys:
         # in LIST group:<hex name>
         self.group_prefix = f"{tag}:group:"
         # HASH group -> its group_rate_limit's arrival time, us on the Redis clock (takes); the
-        # field '~cursor' holds the cursor of the sweep that deletes the times that have passed,
-        # '~' makes it a hash table (_lib.lua HASHTABLE); it expires once all could have passed
+        # field '~' makes it a hash table (_lib.lua HASHTABLE); it expires once all could have
+        # passed. ZSET group -> that time, of the groups whose lists a take emptied: takes delete
+        # their times once passed (_group_rounds.lua forget_rates)
         self.group_rates = f"{tag}:groups:rates"
+        self.group_rates_emptied = f"{tag}:groups:rates:emptied"
         self.group_ring = f"{tag}:groups:ring"  # LIST of groups taken in turn
         self.groups_sleeping = f"{tag}:groups:sleeping"  # ZSET group -> ms its next token is due
         self.groups_full = f"{tag}:groups:full"  # SET of groups at group_max_in_flight

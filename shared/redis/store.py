@@ -434,7 +434,7 @@ class Store:
             keys += [k.queue, k.priority_queue, k.turns]
             args.append(self.priority_share)
         else:
-            keys += [*k.group_keys(), k.group_rates, k.turns]
+            keys += [*k.group_keys(), k.group_rates, k.turns, k.group_rates_emptied]
             args += [self.priority_share, *(self.groups or GroupLimit()).args(), *ended]
         suspect, entries, waiting, wait_ms, group, settled = self._run(script, keys, args)
         wait_ms = int(wait_ms)

@@ -253,7 +253,7 @@ def test_the_group_ab_bench_times_each_versions_takes_and_acks_apart(settings, t
     assert sorted(times) == sorted((v, s) for v in (before, after) for s in ("take_grouped", "ack"))
     assert all(len(calls) == 6 and min(calls) > 0 for calls in times.values()), times
     assert "-- after" not in script_source("take_grouped")  # the package's own scripts read again
-    with pytest.raises(SystemExit, match="the same take or ack script"):
+    with pytest.raises(SystemExit, match="the same take and ack scripts"):
         groupab.run(before, same, groups=50, pairs=1, rows=3000, redis_url=settings.deployment.redis_url)
     client = Redis.from_url(settings.deployment.redis_url)
     assert not client.keys("*bench*")  # nothing left behind

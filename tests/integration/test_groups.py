@@ -271,8 +271,9 @@ def test_a_hundred_thousand_groups_cost_a_take_o_batch(make_settings):
 
 
 def test_a_groups_tokens_are_forgotten_once_they_no_longer_run_ahead(make_settings):
-    """The rates hash keeps the groups whose tokens still run ahead of now, not every group ever
-    seen: each take sweeps about as many fields as it visits groups, deleting times now past."""
+    """The rates hash keeps the groups that wait and those whose tokens still run ahead of now,
+    not every group ever seen: a group a take empties is remembered with its time, and takes that
+    visit groups delete up to about twice as many such times as they visit groups once passed."""
     settings = grouped(make_settings, {"group_rate_limit": 1000.0})
     store = make_store(settings)
     take_lease(settings)

@@ -71,3 +71,41 @@ def test_a_groups_own_rate_and_room_hold_as_the_workloads_do(make_store):
     assert "held back: 2 checks running" in store.group_state(name("fast"))
     store.set_group_limits({})  # the table emptied: the workload's limits again
     assert not store.client.exists(store.keys.groups_limits)
+
+
+def test_an_emptied_groups_time_is_forgotten_once_passed_and_a_waiting_groups_kept(make_store):
+    """The tokens' hash keeps a group's arrival time while the group waits, and while its time
+    runs ahead of now; a group whose lists a take emptied is remembered with its time, which a
+    later take deletes once it has passed (a time passed is as good as none)."""
+    clock = Clock()
+    store = make_store(clock, group_column="merchant", group_rate_limit=10.0)  # a burst of 1
+    backlog(store, {"one": 1, "five": 5})
+    rates, emptied = store.keys.group_rates, store.keys.group_rates_emptied
+    one, five = name("one"), name("five")
+    assert len(store.take("w1", 50).entries) == 2  # a token each: "one" emptied, "five" waits
+    assert store.client.hexists(rates, one) and store.client.hexists(rates, five)
+    assert store.client.zscore(emptied, one) == int(store.client.hget(rates, one))
+    assert store.client.zscore(emptied, five) is None  # it waits: its time is needed
+    assert 0 < store.client.pttl(emptied) <= 1100 and 0 < store.client.pttl(rates) <= 1100  # (0.1 s ahead)
+    clock.now_us += SECOND_US  # both times passed
+    assert len(store.take("w1", 50).entries) == 1  # "five" again, woken from its sleep
+    assert not store.client.hexists(rates, one)  # forgotten
+    assert store.client.hexists(rates, five) and not store.client.exists(emptied)
+
+    def push(group: str, *ids: int) -> None:
+        store.push(OWNER, [b"%d:1000:%s" % (i, name(group)) for i in ids])
+
+    push("one", 101)
+    store.take("w1", 50)  # emptied again: remembered with its new time
+    newer = int(store.client.hget(rates, one))
+    assert store.client.zscore(emptied, one) == newer > clock.now_us
+    clock.now_us += 50_000  # not passed yet (a token at 10/s: 0.1 s ahead)
+    push("other", 102)
+    store.take("w1", 50)
+    assert int(store.client.hget(rates, one)) == newer  # kept while it runs ahead of now
+    push("one", 103, 104)  # back with two entries, visited after its time passed: a newer time
+    clock.now_us += SECOND_US
+    store.take("w1", 50)  # one of them (a burst of 1); the other waits
+    assert int(store.client.hget(rates, one)) > newer  # not deleted: its newer time is needed
+    assert store.client.zscore(emptied, one) is None  # and forgotten only once emptied again
+    assert not store.client.exists(emptied)

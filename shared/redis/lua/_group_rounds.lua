@@ -1,5 +1,5 @@
 -- _group_rounds.lua (included by take_grouped.lua, for _take_groups.lua): a visit's pops from a group's
--- lists, what a round of visits to the groups writes once, and the sweep of their arrival times.
+-- lists, what a round of visits to the groups writes once, and forgetting their arrival times.
 
 -- The turn a take's end cut short (G.cut): the fraction of its group's share left (of a share
 -- of the next take's size: takes differ), and its name (false if none).
@@ -103,20 +103,26 @@ local function place_groups(names, visited, again, full, sleeping, cut)
   if #again > 0 then chunked('RPUSH', G.ring, again) end
 end
 
--- The sweep of K.group_rates: about as many fields as groups visited, those whose time passed.
-local function sweep_rates(gnow, gahead, visited_all)
-  local rates = K.group_rates
-  local cursor = redis.call('HGET', rates, '~cursor') or '0'
-  local scan = redis.call('HSCAN', rates, cursor, 'COUNT', visited_all)
-  local past = {}
-  for i = 1, #scan[2], 2 do
-    local field, value = scan[2][i], tonumber(scan[2][i + 1])
-    -- (the fields '~' and '~cursor' are no group's: _lib.lua HASHTABLE, whose value is no number, and the cursor)
-    if value and value < gnow and field ~= '~cursor' then past[#past + 1] = field end
+-- The arrival times of groups whose lists were emptied (K.rates_emptied, this take's `drained`
+-- added: score, name, ...), deleted from K.group_rates once passed, at most `most` a take: a group
+-- visited again since keeps its newer time (and is remembered again when next emptied). A group
+-- with entries waiting keeps its time: it is visited again, and it is needed then.
+local function forget_rates(gnow, gahead, drained, most)
+  local rates, emptied = K.group_rates, K.rates_emptied
+  if #drained > 0 then chunked('ZADD', emptied, drained) end
+  local due = redis.call('ZRANGEBYSCORE', emptied, '-inf', '(' .. string.format('%.0f', gnow), 'LIMIT', 0, most)
+  if #due > 0 then
+    local past = {}
+    for i, value in ipairs(per_name('HMGET', rates, due)) do
+      local at = tonumber(value)
+      if not at or at < gnow then past[#past + 1] = due[i] end
+    end
+    if #past > 0 then chunked('HDEL', rates, past) end
+    chunked('ZREM', emptied, due)
   end
-  if #past > 0 then chunked('HDEL', rates, past) end
-  redis.call('HSET', rates, '~cursor', scan[1])
   -- No time stored runs more than gahead past the take that wrote it (a visit takes at most
-  -- the tokens it has): once that has passed with no take writing, the hash means nothing.
-  redis.call('PEXPIRE', rates, math.ceil(gahead / 1000) + 1000)
+  -- the tokens it has): once that has passed with no take writing, both mean nothing.
+  local ttl = math.ceil(gahead / 1000) + 1000
+  redis.call('PEXPIRE', rates, ttl)
+  redis.call('PEXPIRE', emptied, ttl)
 end

@@ -7,12 +7,13 @@
 -- (group_max_in_flight or its own; G.limits). A group held back leaves the ring, for the sleeping
 -- set until its next token is due (woken by the first take after, at most a take's worth each) or
 -- the full set until an ack gives room. A visit costs O(1) whatever the number of
--- groups, and a take visits at most 2 x its size + 8 groups: O(batch). Each take that visits
--- groups also reads about as many fields of K.group_rates again (HSCAN, its cursor in the field
--- '~cursor') and deletes the times that have passed (a group's arrival is never before now), so
--- the hash holds the groups whose tokens run ahead of now; it expires a second after its times
--- could all have passed. With priority, a group's visit takes from its priority list first
--- (_group_rounds.lua visit_group), within the group's limits all the same.
+-- groups, and a take visits at most 2 x its size + 8 groups: O(batch). A group whose lists a
+-- visit empties is remembered with its arrival time (K.rates_emptied); each take that visits
+-- groups deletes the times of up to about twice as many such groups once passed (a time passed is
+-- as good as none), so K.group_rates holds the groups that wait and those whose tokens still run
+-- ahead of now; both expire a second after its times could all have passed. With priority, a
+-- group's visit takes from its priority list first (_group_rounds.lua visit_group), within the
+-- group's limits all the same.
 
 -- taken: the take so far; most_taken: what the grant allows in all; wait: the grant's.
 -- Returns taken, the wait (as grant's), and the group whose own limits held the take back
@@ -36,7 +37,7 @@ local function take_groups(taken, most_taken, wait)
   local any_urgent = redis.call('EXISTS', G.urgent) == 1
   local T = {share = tonumber(A.priority_share) or 0, owed = 0, popped = 0, urgent = 0}
   if any_urgent and T.share > 0 then T.owed = tonumber(redis.call('GET', K.turns) or 0) end
-  local pairs_, visited_all, emptied, left_used = {}, 0, {}, false
+  local pairs_, visited_all, emptied, left_used, drained = {}, 0, {}, false, {}
   local any_open, gnow_ms = redis.call('EXISTS', G.open) == 1, math.floor(gnow / 1000)
   local any_own = redis.call('EXISTS', G.limits) == 1  -- groups with limits of their own
   local most_ahead = gahead
@@ -74,7 +75,7 @@ local function take_groups(taken, most_taken, wait)
         run = tonumber(runs[i]) or 0
         room = math.min(room, most - run)
       end
-      local more = true  -- entries left in its list (not known to be empty)
+      local more, wrote = true, false  -- entries left in its list (not known to be empty); a time written
       if room > 0 then
         local got, urgent_more
         got, more, urgent_more = visit_group(name, room, urgent[i] == 1, taken, pairs_, D, T)
@@ -84,12 +85,17 @@ local function take_groups(taken, most_taken, wait)
           arrival = arrival + got * 1000000 / rate
           spent[#spent + 1] = name
           spent[#spent + 1] = math.floor(arrival + 0.5)  -- a number: redis.call writes it whole (%.17g)
+          wrote = true
         end
         if got > 0 and most > 0 then
           run = run + got
           running_now[#running_now + 1] = name
           running_now[#running_now + 1] = run
         end
+      end
+      if not more and (wrote or arrivals[i]) then  -- its lists emptied: its time, to forget once passed
+        drained[#drained + 1] = wrote and math.floor(arrival + 0.5) or tonumber(arrivals[i])
+        drained[#drained + 1] = name
       end
       if more then  -- where the group waits now
         if until_ms then
@@ -122,7 +128,7 @@ local function take_groups(taken, most_taken, wait)
   if T.urgent > 0 then redis.call('DECRBY', G.urgent_waiting, T.urgent) end
   if #emptied > 0 then chunked('SREM', G.urgent, emptied) end
   if any_urgent and T.share > 0 then redis.call('SET', K.turns, string.format('%.6f', T.owed), 'PX', 600000) end
-  if (grate > 0 or any_own) and visited_all > 0 then sweep_rates(gnow, most_ahead, visited_all) end
+  if (grate > 0 or any_own) and visited_all > 0 then forget_rates(gnow, most_ahead, drained, 2 * visited_all + 8) end
   if #pairs_ > 0 then chunked('HSET', G.of, pairs_, HASHTABLE) end
   if #taken > 0 then
     held_back = false

@@ -7,6 +7,8 @@
 --          clock of KEYS[3]), read and written once per round of visits
 -- KEYS[13 + GROUP_KEYS] turns  STRING  with priority: the other lists' share of visits not
 --          handed out yet (a fraction of one, as take_priority.lua's)
+-- KEYS[14 + GROUP_KEYS] emptied  ZSET  group -> its arrival time, of groups whose lists a take
+--          emptied: their times are deleted from group rates once passed (_group_rounds.lua)
 -- ARGV[10] priority_share: of a group's visit while both its lists wait, the share from its
 --          other list ('' without a priority column: its priority list is read only while some
 --          group's holds entries, one EXISTS per take)
@@ -16,7 +18,7 @@
 --          write-back (group_max_in_flight counts calls); entries it no longer holds (reclaimed
 --          meanwhile) give nothing back, and their ack gives nothing twice
 -- #include _take
-K.group_rates, K.turns = KEYS[12 + GROUP_KEYS], KEYS[13 + GROUP_KEYS]
+K.group_rates, K.turns, K.rates_emptied = KEYS[12 + GROUP_KEYS], KEYS[13 + GROUP_KEYS], KEYS[14 + GROUP_KEYS]
 local G = group_keys(12)
 A.priority_share, A.grate, A.gburst, A.gmost = ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
 -- #include _take_grant
