@@ -38,6 +38,8 @@ def pytest_collection_modifyitems(items):
             item.add_marker(getattr(pytest.mark, layer))
         if layer in SERIAL_LAYERS:  # bounds on lateness and rates: never beside the parallel part
             item.add_marker(pytest.mark.serial)
+        if layer == "containers":  # image builds: 3 minutes on a slow VM; each step has its own timeout
+            item.add_marker(pytest.mark.timeout(900))
 
 
 @pytest.fixture(scope="session")

@@ -101,8 +101,10 @@ def test_a_worker_partitioned_from_redis_is_reclaimed_like_a_dead_one(cluster):
     proxy.heal()
     cluster.note("partition healed")
     report = cluster.finish("one worker partitioned from Redis (stalled) for 5 s")
-    bound = s.deployment.heartbeat_ttl + s.deployment.heartbeat_interval + s.deployment.reclaim_interval + 1.0
-    report.assert_invariants(bound_s=bound, max_duplicates=2 * s.worker_batch)
+    # The suite's slack for the processes themselves, as the other bounds here (a fixed 1.0 s was
+    # passed by 0.47 s on a VM half as fast, 2026-11-30); a worker never reclaimed is 5 s late.
+    bound = s.deployment.heartbeat_ttl + s.deployment.heartbeat_interval + s.deployment.reclaim_interval
+    report.assert_invariants(bound_s=bound + SCHEDULING_SLACK_S, max_duplicates=2 * s.worker_batch)
 
 
 def start_leader_behind(cluster: Cluster, server: str):
