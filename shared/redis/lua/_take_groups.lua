@@ -75,7 +75,7 @@ local function take_groups(taken, most_taken, wait)
         run = tonumber(runs[i]) or 0
         room = math.min(room, most - run)
       end
-      local more, wrote = true, false  -- entries left in its list (not known to be empty); a time written
+      local more, written = true, false  -- entries left in its list (not known to be empty); its time written
       if room > 0 then
         local got, urgent_more
         got, more, urgent_more = visit_group(name, room, urgent[i] == 1, taken, pairs_, D, T)
@@ -84,8 +84,8 @@ local function take_groups(taken, most_taken, wait)
         if got > 0 and rate > 0 then
           arrival = arrival + got * 1000000 / rate
           spent[#spent + 1] = name
-          spent[#spent + 1] = math.floor(arrival + 0.5)  -- a number: redis.call writes it whole (%.17g)
-          wrote = true
+          written = math.floor(arrival + 0.5)  -- a number: redis.call writes it whole (%.17g)
+          spent[#spent + 1] = written
         end
         if got > 0 and most > 0 then
           run = run + got
@@ -93,8 +93,8 @@ local function take_groups(taken, most_taken, wait)
           running_now[#running_now + 1] = run
         end
       end
-      if not more and (wrote or arrivals[i]) then  -- its lists emptied: its time, to forget once passed
-        drained[#drained + 1] = wrote and math.floor(arrival + 0.5) or tonumber(arrivals[i])
+      if not more and (written or arrivals[i]) then  -- its lists emptied: its time, to forget once passed
+        drained[#drained + 1] = written or tonumber(arrivals[i])
         drained[#drained + 1] = name
       end
       if more then  -- where the group waits now
