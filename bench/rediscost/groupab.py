@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import recheck.shared.redis.scripts as scripts
-from bench.rediscost.groupcost import OWNER, PUSH_CHUNK
+from bench.rediscost.groupcost import OWNER, PUSH_CHUNK, spread_entry
 from recheck.dispatcher.lease import Lease
 from recheck.shared.config import Workload
 from recheck.shared.redis.connection import connect_redis
@@ -106,7 +106,7 @@ def run(before: Path, after: Path, groups: int, pairs: int, rows: int, redis_url
     print(f"{rows:,} entries over {groups:,} groups, then {pairs} takes of {BATCH} and acks per version")
     for start in range(0, rows, PUSH_CHUNK):
         stop = min(start + PUSH_CHUNK, rows)
-        first.push(OWNER, [f"{i}:1000:{(i % groups):x}".encode() for i in range(start + 1, stop + 1)])
+        first.push(OWNER, [spread_entry(i, groups) for i in range(start + 1, stop + 1)])
     for _, store, _ in versions:  # a first take and ack each, not timed: the scripts loaded (a
         take_and_ack(store)  # first EVALSHA fails with NOSCRIPT, and SLOWLOG would count it)
     client.config_set("slowlog-log-slower-than", 0)

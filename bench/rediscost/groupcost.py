@@ -57,6 +57,11 @@ class TakeCost:
     one_zset_ms: float  # per take and ack: groupzset.lua, the same takes from one sorted set (-1 as above)
 
 
+def spread_entry(i: int, groups: int) -> bytes:
+    """Entry i of a workload spread evenly over `groups` groups (hex names, as the dispatcher's)."""
+    return f"{i}:1000:{(i % groups):x}".encode()
+
+
 def redis_cpu_s(redis_pids: list[int]) -> float:
     """The CPU seconds the redis-server processes have used so far (0 when none runs here)."""
     return sum(cpu_seconds(pid) or 0.0 for pid in redis_pids)
@@ -66,7 +71,7 @@ def measure(settings: Workload, groups: int, rows: int, takes: int, batch: int) 
     store = open_store(connect_redis(settings.deployment), settings)
     store.clear()
     assert Lease(store, OWNER, ttl_seconds=3600).hold(), "the bench's lease"
-    entries = [f"{i}:1000:{(i % groups):x}".encode() for i in range(1, rows + 1)]
+    entries = [spread_entry(i, groups) for i in range(1, rows + 1)]
     redis_pids = pids_named("redis-server")
     before = redis_cpu_s(redis_pids)
     for start in range(0, rows, PUSH_CHUNK):
