@@ -455,14 +455,15 @@ def test_a_groups_in_flight_limit_counts_calls_and_its_slots_serve_the_next_call
     procs.start("dispatcher", settings)
     for _ in range(3):
         procs.start("worker", settings, env=env)
-    rate = counted_rate(counter, 8)
+    enough = 0.83 * 20 / 0.2
+    rate = counted_rate(counter, 6, enough, windows=3)  # the best of three: a neighbour slows one
     print(
         f"group_max_in_flight 20: most at once {int(counter.get('test:most'))}, {rate:.1f} checks/s of 0.2 s"
     )
     assert int(counter.get("test:most")) <= 20
     # Freed at the write-back, the slots would give 80/s at most; the ideal is 100/s. 83: above that
     # ceiling, with room for a loaded CI runner (84.98/s measured on one, 2026-11-29).
-    assert rate >= 0.83 * 20 / 0.2, rate
+    assert rate >= enough, rate
 
 
 @pytest.mark.serial

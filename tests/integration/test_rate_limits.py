@@ -117,12 +117,17 @@ def test_max_in_flight_20_over_three_workers_counted_by_the_check(make_settings,
     settings, counter, env = start_counted(make_settings, procs, redis_server, 20, rows=3000, sleep=0.2)
     for _ in range(3):
         procs.start("worker", settings, env=env)
-    rate = counted_rate(counter, 10)
+    enough = 0.85 * 20 / 0.2
+    rate = counted_rate(counter, 6, enough, windows=3)
     print(f"max_in_flight 20: most at once {int(counter.get('test:most'))}, {rate:.1f} checks/s of 0.2 s")
     assert int(counter.get("test:most")) <= 20
-    # The limit is used: a worker whose own check ends takes again at once (76/s of the 100/s that
-    # 20 slots allow when it waited out its 50 ms retry instead; 95-96/s with it, alone).
-    assert rate >= 0.85 * 20 / 0.2, rate
+    # The limit is used: a worker whose own check ends takes again at once (76-77/s of the 100/s
+    # that 20 slots allow when it waited out its 50 ms retry instead, in every window, alone or
+    # beside two busy cores; 94-97/s with it). The best of three windows: a fresh-clone CI run
+    # read 79.7/s over one 10 s window once (2026-11-30), beside a neighbour this VM never showed.
+    # counted_row connects to Redis per call, and that check's cost is what makes the retry show:
+    # a check keeping one connection read 94.5/s with the retry and 96.6/s without.
+    assert rate >= enough, rate
 
 
 def test_a_worker_killed_holding_its_share_gives_it_to_the_others(make_settings, procs, redis_server):
