@@ -149,6 +149,12 @@ def pause_after(deployment: DeploymentFields, lifecycle: Lifecycle, read: int, l
     return deployment.poll_interval
 
 
+def idle_pause(deployment: DeploymentFields) -> float:
+    """How long an idle workload's probe waits for the next one: idle_poll_interval, never less
+    than poll_interval (a dispatcher told to poll less often probes no more often while idle)."""
+    return max(deployment.idle_poll_interval, deployment.poll_interval)
+
+
 class Dispatcher:
     """One poll = one page. Backpressure: nothing is read while the queue is at high water."""
 

@@ -4,8 +4,9 @@ A led workload whose last poll found no row due (after its cursor, or in its loo
 is not polled again; instead, each round, one statement per MySQL server asks every such
 workload on it whether a row is due now from where its next poll would read (shared/mysql/probe.py).
 Those that have one are polled that round, as before; the others cost nothing more. Ten idle job
-tables on one server cost one round trip per poll_interval instead of ten to twenty, and a row
-inserted due now is still read within one poll_interval of its commit.
+tables on one server cost one round trip per idle_poll_interval (dispatcher.idle_pause) instead of
+ten to twenty per poll_interval, and a row inserted due now is still read within one
+idle_poll_interval of its commit.
 
 If the probe's server is away, its workloads poll themselves (their outage is logged once by
 their own lifelines, as ever).

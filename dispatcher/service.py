@@ -25,6 +25,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from recheck.dispatcher.asked import AskedThread
+from recheck.dispatcher.dispatcher import idle_pause
 from recheck.dispatcher.idle import IdleProbe
 from recheck.dispatcher.lane import DispatchLane
 from recheck.dispatcher.lease import NotLeader, renew_together
@@ -139,7 +140,7 @@ class DispatcherService(Service):
         waits = []
         for lane in self.lanes:  # one page per led workload per round: none starves another
             if lane in idle and lane not in woken:  # nothing due: its probe is its poll
-                waits.append(self.deployment.poll_interval)
+                waits.append(idle_pause(self.deployment))
                 continue
             ok, wait = lane.life.attempt(lane.poll)
             if not ok or wait is not None:

@@ -232,6 +232,11 @@ class DeploymentFields(BaseModel):
     # A one-shot workload's pause after a page that read rows but was not full (jobs are
     # arriving; at most poll_interval). Lower: jobs start sooner, for more CPU (docs/performance.md).
     busy_poll_interval: Seconds = 0.05
+    # The pause between idle probes while no workload this dispatcher leads has a row due (at
+    # least poll_interval): a row inserted due now starts within about this long, p99. Work found
+    # snaps the loop back to the pauses above. Lower: idle tables' new jobs start sooner, for
+    # more of an idle dispatcher's CPU (docs/performance.md).
+    idle_poll_interval: Seconds = 0.08
 
     # Liveness and recovery.
     heartbeat_interval: Seconds = 1.0

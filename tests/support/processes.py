@@ -23,6 +23,7 @@ TEST_TIMINGS = {
     "orphan_interval": 1.0,
     "orphan_after": 10.0,
     "poll_interval": 0.02,
+    "idle_poll_interval": 0.02,  # test_idle runs the default
     "shutdown_timeout": 5.0,
     "retry_base": 0.2,
     "retry_max": 2.0,

@@ -43,3 +43,13 @@ def test_a_one_shot_pass_polls_again_soon_after_a_page_that_read_rows_and_a_recu
     assert pause_after(deployment, RECURRING, read=7, limit=500) == 0.05  # rows come on their schedule
     slow = Settings(_env_file=None, poll_interval=0.005, busy_poll_interval=0.01).deployment()
     assert pause_after(slow, ONE_SHOT, read=7, limit=500) == 0.005  # never slower than when caught up
+
+
+def test_an_idle_probe_waits_idle_poll_interval_and_never_less_than_poll_interval():
+    from recheck.dispatcher.dispatcher import idle_pause
+
+    assert idle_pause(Settings(_env_file=None).deployment()) == 0.08  # the default: 50 ms busy, 80 idle
+    assert idle_pause(Settings(_env_file=None, idle_poll_interval=0.02).deployment()) == 0.05
+    assert idle_pause(Settings(_env_file=None, poll_interval=0.2).deployment()) == 0.2
+    fast = Settings(_env_file=None, poll_interval=0.01, idle_poll_interval=0.01).deployment()
+    assert idle_pause(fast) == 0.01
