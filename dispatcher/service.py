@@ -137,15 +137,21 @@ class DispatcherService(Service):
             self.take_free_leases()
         idle = [lane for lane in self.lanes if lane.quiet]
         woken = self.probe(idle)
+        # A pause never runs past the next beat: free leases are looked for from this loop
+        # (take_free_leases), however long the led workloads' pauses (a long idle_poll_interval).
+        # An outage's backoff keeps its own length.
+        until_beat = max(self.next_beat - time.monotonic(), 0.0)
         waits = []
         for lane in self.lanes:  # one page per led workload per round: none starves another
             if lane in idle and lane not in woken:  # nothing due: its probe is its poll
-                waits.append(idle_pause(self.deployment))
+                waits.append(min(idle_pause(self.deployment), until_beat))
                 continue
             ok, wait = lane.life.attempt(lane.poll)
-            if not ok or wait is not None:
+            if not ok:
                 waits.append(wait)
-        return min(waits, default=max(self.next_beat - time.monotonic(), 0.0))
+            elif wait is not None:
+                waits.append(min(wait, until_beat))
+        return min(waits, default=until_beat)
 
     def probe(self, idle: list[DispatchLane]) -> list:
         """The idle lanes with a row due now (dispatcher/idle.py). Reading for them counts as

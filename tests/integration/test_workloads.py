@@ -299,8 +299,13 @@ def test_three_workloads_in_one_deployment_each_keep_their_own_rhythm(settings, 
     print(report)
 
 
-def test_two_dispatchers_split_the_workloads_and_take_over_each_others(make_settings, sql, tmp_path, procs):
-    settings = make_settings(leader_ttl=1.0)
+@pytest.mark.parametrize("idle_poll_interval", [0.02, 5.0])
+def test_two_dispatchers_split_the_workloads_and_take_over_each_others(
+    make_settings, sql, tmp_path, procs, idle_poll_interval
+):
+    """Also with idle probes 5 s apart: a dispatcher whose workloads have nothing due still looks
+    for free leases every heartbeat (its idle pause ends at the next beat)."""
+    settings = make_settings(leader_ttl=1.0, idle_poll_interval=idle_poll_interval)
     (ticks, devices, tokens), env = three_workloads(settings, tmp_path, sql)
     first = procs.start("dispatcher", settings, env=env)
     second = procs.start("dispatcher", settings, env=env)
