@@ -207,14 +207,19 @@ def test_a_worker_shares_its_time_by_weight_and_gives_it_all_to_whoever_has_work
         query(sql, "UPDATE heavy_rows SET next_check_at = NOW(3) + INTERVAL 1 HOUR")
         worker.lane(heavy.name).store.client.delete(Keys.of(heavy).queue)
         time.sleep(1)
-        before, then = checked(sql, "light_rows"), time.monotonic()
-        time.sleep(3)
-        alone = (checked(sql, "light_rows") - before) / (time.monotonic() - then)
         together = (shares["heavy"] + shares["light"]) / 4
         # Alone, 0.84-1.08x of both together (three runs by itself, 2026-11-30); 0.58x once beside
         # another serial test on a VM half as fast. A dry workload keeping its weight-3 turns would
-        # leave the light one about a quarter.
-        assert alone >= 0.45 * together, (alone, together)
+        # leave the light one about a quarter in every window: the best of up to three 3 s windows
+        # (a neighbour slows one).
+        alone = 0.0
+        for _ in range(3):
+            before, then = checked(sql, "light_rows"), time.monotonic()
+            time.sleep(3)  # a sampling period
+            alone = max(alone, (checked(sql, "light_rows") - before) / (time.monotonic() - then))
+            if alone >= 0.7 * together:
+                break
+        assert alone >= 0.7 * together, (alone, together)
         print(f"weights 3:1 for 4 s: {shares} ({ratio:.2f}:1)")
         print(f"light alone {alone:,.0f} checks/s, both together {together:,.0f} checks/s")
     finally:
