@@ -21,6 +21,7 @@ from recheck.workers.worker import Worker
 from tests.support import checks
 from tests.support.helpers import (
     audit_violations,
+    best_rate,
     dispatch_all,
     drain,
     install_audit,
@@ -212,13 +213,7 @@ def test_a_worker_shares_its_time_by_weight_and_gives_it_all_to_whoever_has_work
         # another serial test on a VM half as fast. A dry workload keeping its weight-3 turns would
         # leave the light one about a quarter in every window: the best of up to three 3 s windows
         # (a neighbour slows one).
-        alone = 0.0
-        for _ in range(3):
-            before, then = checked(sql, "light_rows"), time.monotonic()
-            time.sleep(3)  # a sampling period
-            alone = max(alone, (checked(sql, "light_rows") - before) / (time.monotonic() - then))
-            if alone >= 0.7 * together:
-                break
+        alone = best_rate(lambda: checked(sql, "light_rows"), 3, 0.7 * together)
         assert alone >= 0.7 * together, (alone, together)
         print(f"weights 3:1 for 4 s: {shares} ({ratio:.2f}:1)")
         print(f"light alone {alone:,.0f} checks/s, both together {together:,.0f} checks/s")

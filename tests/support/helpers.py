@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pymysql
@@ -197,18 +198,23 @@ def only_workload(status_json: str) -> dict:
     return facts
 
 
-def counted_rate(counter, seconds: float, enough: float = 0.0, windows: int = 1) -> float:
-    """Checks per second that tests.support.checks:counted_row counted (test:done) over
-    `seconds`, after the first 50 (workers started). With `windows` > 1: up to that many windows
-    one after another, the best of them, stopping at the first that reaches `enough`. For a
-    bound a defect keeps every window under (a retry's wait, a slot freed late): a neighbour on a
-    shared runner slows a window, not all of them."""
-    wait_for(lambda: int(counter.get("test:done") or 0) >= 50, 20, "the first checks")
+def best_rate(count: Callable[[], int], seconds: float, enough: float, windows: int = 3) -> float:
+    """The most `count()` grew per second over up to `windows` windows of `seconds`, one after
+    another, stopping at the first that reaches `enough`. For a bound a defect keeps every window
+    under (a retry's wait, a slot freed late, a dry workload's turns): a neighbour on a shared
+    runner slows a window, not all of them."""
     best = 0.0
     for _ in range(windows):
-        begin, done = time.monotonic(), int(counter.get("test:done"))
+        begin, done = time.monotonic(), count()
         time.sleep(seconds)  # a sampling period, not a wait for a condition
-        best = max(best, (int(counter.get("test:done")) - done) / (time.monotonic() - begin))
+        best = max(best, (count() - done) / (time.monotonic() - begin))
         if best >= enough:
             break
     return best
+
+
+def counted_rate(counter, seconds: float, enough: float = 0.0, windows: int = 1) -> float:
+    """Checks per second that tests.support.checks:counted_row counted (test:done) over
+    `seconds`, after the first 50 (workers started); with `windows` > 1, best_rate's best window."""
+    wait_for(lambda: int(counter.get("test:done") or 0) >= 50, 20, "the first checks")
+    return best_rate(lambda: int(counter.get("test:done")), seconds, enough, windows)
