@@ -29,7 +29,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench.procs import cpu_seconds, pid_from_file, server_pids
+from bench.procs import cpu_seconds, pid_from_file, server_pids, thread_cpu_seconds, wakeups
 from bench.stamps import ENV, quantile, read_checks, start_delays
 from recheck.shared.config import Workload
 from recheck.shared.mysql.db import Database
@@ -53,10 +53,12 @@ class IdleResult:
     seconds: float
     cpu_share: float  # the recheck processes' CPU over the window, as a share of one core
     cpu_by_process: dict[str, float]
+    wakeups_per_s: dict[str, float]  # each recheck process's threads woken a second (bench.procs.wakeups)
     redis_commands_per_s: float
     redis_top: dict[str, float]  # commands/s by command (Redis' commandstats), the largest first
     mariadbd_cpu_share: float
     redis_cpu_share: float
+    mysql_statements_per_s: float  # the server's Questions a second (the bench's own reads left out)
     jobs: int
     start_p50_ms: float | None
     start_p99_ms: float | None
@@ -146,7 +148,9 @@ def run_idle_bench(settings: Workload, workloads: int, workers: int, seconds: fl
             f"{result.redis_commands_per_s:.1f} commands/s "
             f"({', '.join(f'{k} {v:.1f}' for k, v in result.redis_top.items())}); "
             f"mariadbd {100 * result.mariadbd_cpu_share:.2f} %, "
-            f"redis-server {100 * result.redis_cpu_share:.2f} %"
+            f"redis-server {100 * result.redis_cpu_share:.2f} %; MySQL statements "
+            f"{result.mysql_statements_per_s:.1f}/s; wake-ups/s "
+            f"({', '.join(f'{k} {v:.1f}' for k, v in result.wakeups_per_s.items())})"
         )
         measure_starts(settings, workloads, jobs, stamps, result, say)
     finally:
@@ -162,6 +166,11 @@ def run_idle_bench(settings: Workload, workloads: int, workers: int, seconds: fl
     out.mkdir(parents=True, exist_ok=True)
     (out / "idle.json").write_text(json.dumps(asdict(result), indent=2))
     return result
+
+
+def mysql_questions(db: Database) -> int:
+    """The server's statements so far (Questions: every client's, this one included)."""
+    return int(db.query("SHOW GLOBAL STATUS LIKE 'Questions'")[0][1])
 
 
 def wait_ready(settings: Workload, workloads: int, workers: int, processes: dict) -> None:
@@ -183,19 +192,29 @@ def measure_idle(settings: Workload, store: Store, processes: dict, workloads: i
                  seconds: float) -> IdleResult:  # fmt: skip
     db = Database(settings)
     mysql_pids = server_pids("mariadbd", pid_from_file(db.scalar(Queries(settings, "bench").bench_pid_file)))
-    db.close()
     redis_pid = int(store.client.info("server")["process_id"])
     watched = {name: [p.pid] for name, p in processes.items()}
     watched |= {"mariadbd": mysql_pids, "redis": [redis_pid]}
 
     def cpu() -> dict[str, float]:
-        return {name: sum(cpu_seconds(pid) or 0.0 for pid in pids) for name, pids in watched.items()}
+        """recheck's processes to the nanosecond (their threads live as long as they do); the
+        servers' from the process totals (threads of theirs come and go)."""
+        read = {name: thread_cpu_seconds for name in processes}
+        return {
+            name: sum(read.get(name, cpu_seconds)(p) or 0.0 for p in pids) for name, pids in watched.items()
+        }
+
+    def woken() -> dict[str, int]:
+        return {name: wakeups(process.pid) or 0 for name, process in processes.items()}
 
     total_before, calls_before = redis_info(store.client)
-    cpu_before, began = cpu(), time.monotonic()
+    questions_before = mysql_questions(db)
+    cpu_before, woken_before, began = cpu(), woken(), time.monotonic()
     time.sleep(seconds)
-    cpu_after, spent = cpu(), time.monotonic() - began
+    cpu_after, woken_after, spent = cpu(), woken(), time.monotonic() - began
     total_after, calls_after = redis_info(store.client)
+    questions = mysql_questions(db) - questions_before - 1  # the first read's own statement
+    db.close()
     share = {name: (cpu_after[name] - cpu_before[name]) / spent for name in watched}
     by_command = {name: (n - calls_before.get(name, 0)) / spent for name, n in calls_after.items()}
     by_command.pop("info", None)
@@ -205,9 +224,11 @@ def measure_idle(settings: Workload, store: Store, processes: dict, workloads: i
         workloads=workloads, workers=workers, seconds=round(spent, 2),
         cpu_share=round(sum(share[name] for name in own), 5),
         cpu_by_process={name: round(share[name], 5) for name in own},
+        wakeups_per_s={name: round((woken_after[name] - woken_before[name]) / spent, 1) for name in own},
         redis_commands_per_s=round((total_after - total_before - 2) / spent, 1),
         redis_top=dict(list(top.items())[:TOP_COMMANDS]),
         mariadbd_cpu_share=round(share["mariadbd"], 5), redis_cpu_share=round(share["redis"], 5),
+        mysql_statements_per_s=round(questions / spent, 1),
         jobs=0, start_p50_ms=None, start_p99_ms=None, start_max_ms=None, never_started=0,
     )  # fmt: skip
 
