@@ -417,11 +417,17 @@ SELECT GROUP_CONCAT(CONCAT({key_out}, ':',
 FROM {table}
 WHERE {id} IN %(ids)s AND {due} <= NOW(3)
 
--- name: count_paused
--- A range of the due index (parked rows sort last): cheap however many rows are due.
-SELECT COUNT(*) FROM {table}
-WHERE {due} >= {parked_from} AND {due} <> {quarantined_due}
-  AND {due} <> {dead_due}
+-- name: row_counts
+-- The rows set aside, for status and its samples: quarantined, paused, dead (one-shot rows that
+-- failed max_attempts times) and, up to %(pending_cap)s (0 for a recurring workload), one-shot
+-- rows still to do (due now or later, not parked; done rows, a NULL due time, are not in the
+-- range). Each a point or a range of the due index (parked rows sort last): cheap however many
+-- rows are due. One statement, so one round trip for all four.
+SELECT (SELECT COUNT(*) FROM {table} WHERE {due} = {quarantined_due}),
+       (SELECT COUNT(*) FROM {table}
+        WHERE {due} >= {parked_from} AND {due} <> {quarantined_due} AND {due} <> {dead_due}),
+       (SELECT COUNT(*) FROM {table} WHERE {due} = {dead_due}),
+       (SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE {due} < {parked_from} LIMIT %(pending_cap)s) AS pending)
 
 -- name: group_limits
 -- The groups with limits of their own (group_limits_table, docs/groups.md): each group named as
@@ -439,10 +445,6 @@ CREATE TABLE {group_limits} (
   max_in_flight INT UNSIGNED NULL,
   weight INT UNSIGNED NULL
 )
-
--- name: count_dead
--- One-shot rows that failed max_attempts times: one point of the due index.
-SELECT COUNT(*) FROM {table} WHERE {due} = {dead_due}
 
 -- name: list_dead
 SELECT {id}, {fails}, {error} FROM {table}
@@ -467,14 +469,6 @@ ORDER BY {id} LIMIT %(limit)s
 -- only these rows.
 UPDATE {table} FORCE INDEX (PRIMARY) SET {due} = NULL
 WHERE {id} IN %(ids)s AND {due} = {dead_due}
-
--- name: count_pending
--- One-shot rows still to do (due now or later, not parked), counted through the due index up to
--- %(cap)s: done rows (a NULL due time) are not in the range.
-SELECT COUNT(*) FROM (
-    SELECT 1 FROM {table}
-    WHERE {due} < {parked_from}
-    LIMIT %(cap)s) AS pending
 
 -- name: now_minus
 -- The database clock %(us)s microseconds ago (in recheck's session time zone).
@@ -539,10 +533,12 @@ SELECT COUNT(*) FROM {table}
 -- Rows due now and overdue by more than 1 s, from ONE pass over the oldest %(cap)s due entries
 -- of the due index: each count is exactly min(true count, cap), since overdue rows are the
 -- oldest due ones. O(cap) whatever the backlog. NOW(3) is evaluated once per statement (MySQL 8
--- and MariaDB alike), so the counts agree; the clock comes along (error groups use it).
+-- and MariaDB alike), so the counts agree; the clock comes along (error groups use it), and the
+-- seconds the most overdue row is past its due time (one index probe; negative: nothing is due).
 SELECT COUNT(*),
        COALESCE(SUM({due} <= NOW(3) - INTERVAL 1 SECOND), 0),
-       UNIX_TIMESTAMP(NOW(3))
+       UNIX_TIMESTAMP(NOW(3)),
+       (SELECT TIMESTAMPDIFF(MICROSECOND, MIN({due}), NOW(3)) / 1000000 FROM {table})
 FROM (
     SELECT {due} FROM {table}
     WHERE {due} <= NOW(3)
@@ -590,10 +586,6 @@ FROM (SELECT {row_interval_us} AS row_interval_us FROM {table}) AS intervals
 SELECT COALESCE(SUM(1000000 / ({row_interval_us})), 0) FROM {table} AS t
 WHERE t.{due} < {parked_from}
 
--- name: oldest_lateness
--- Seconds the most overdue row is past its due time (negative: nothing is due). One index probe.
-SELECT TIMESTAMPDIFF(MICROSECOND, MIN({due}), NOW(3)) / 1000000 FROM {table}
-
 -- name: count_stale
 -- Rows not quarantined whose last completed check is older than %(age_us)s, or never checked.
 -- A full scan (the checked column has no index): for end-of-run summaries, never for loops.
@@ -616,9 +608,6 @@ SELECT COUNT(*) FROM (
     WHERE {fails} > 0 AND {due} < {parked_from}
     LIMIT %(cap)s
 ) AS failing
-
--- name: count_quarantined
-SELECT COUNT(*) FROM {table} WHERE {due} = {quarantined_due}
 
 -- name: list_quarantined
 SELECT {id}, {error} FROM {table}

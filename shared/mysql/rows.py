@@ -53,6 +53,15 @@ class OneRow(NamedTuple):
     group: Any  # as its group list is named; None for a workload without groups
 
 
+class RowCounts(NamedTuple):
+    """The rows set aside, as status counts them (queries.sql row_counts)."""
+
+    quarantined: int
+    paused: int
+    dead: int
+    pending: int  # one-shot rows still to do, up to the cap asked for (0 when not asked)
+
+
 class KeyState(NamedTuple):
     """What an action needs to know of a row: parked, and how."""
 
@@ -356,11 +365,13 @@ class Rows:
         rows = self.db.query(self.queries.one_row, {"id": key})
         return OneRow(*rows[0]) if rows else None
 
-    def freshness(self, cap: int) -> tuple[int, int, float]:
-        """(due now, overdue by more than 1 s, database clock in Unix seconds), each count exactly
-        min(true count, cap), from one pass over the due index."""
-        (due_now, overdue_1s, epoch), *_ = self.db.query(self.queries.freshness_counts, {"cap": cap})
-        return int(due_now), int(overdue_1s), float(epoch)
+    def freshness(self, cap: int) -> tuple[int, int, float, float]:
+        """(due now, overdue by more than 1 s, database clock in Unix seconds, seconds the most
+        overdue row is past its due time: 0 if nothing is due), each count exactly min(true
+        count, cap), from one pass over the due index; one statement."""
+        (due_now, overdue_1s, epoch, oldest), *_ = self.db.query(self.queries.freshness_counts, {"cap": cap})
+        late = max(float(oldest), 0.0) if oldest is not None else 0.0
+        return int(due_now), int(overdue_1s), float(epoch), late
 
     def overdue_rows(self, limit: int) -> list[tuple[int, int, int]]:
         """(due_ms, late_us, own interval_us) of the oldest rows overdue by more than 1 s."""
@@ -384,11 +395,6 @@ class Rows:
         """Checks per second the table's rows ask for (a scan)."""
         return float(self.db.scalar(self.queries.needed_rate, interval_params(self.workload)))
 
-    def oldest_lateness(self) -> float:
-        """Seconds the most overdue row is past its due time (0 if nothing is due)."""
-        oldest = self.db.scalar(self.queries.oldest_lateness)
-        return max(float(oldest), 0.0) if oldest is not None else 0.0
-
     def count(self) -> int:
         return int(self.db.scalar(self.queries.count_rows))
 
@@ -405,8 +411,13 @@ class Rows:
             for name, rate, room, weight in self.db.query(self.queries.group_limits)
         ]
 
-    def count_dead(self) -> int:
-        return int(self.db.scalar(self.queries.count_dead))
+    def counts(self, pending_cap: int = 0) -> RowCounts:
+        """Rows quarantined, paused and dead, and (one-shot) still to do up to `pending_cap`
+        (0: not counted); one statement."""
+        (quarantined, paused, dead, pending), *_ = self.db.query(
+            self.queries.row_counts, {"pending_cap": pending_cap}
+        )
+        return RowCounts(int(quarantined), int(paused), int(dead), int(pending))
 
     def dead(self, limit: int) -> list[Row]:
         """(key, failures, last error) of dead one-shot rows, the lowest keys first."""
@@ -414,7 +425,7 @@ class Rows:
 
     def count_pending(self, cap: int) -> int:
         """One-shot rows still to do (due now or later, not parked), up to `cap`."""
-        return int(self.db.scalar(self.queries.count_pending, {"cap": cap}))
+        return self.counts(pending_cap=cap).pending
 
     def trim_done(
         self, older_than_s: float, after: Key | None = None, chunk: int = 1000, most: int = 100_000
@@ -454,12 +465,6 @@ class Rows:
     def check_pending(self) -> None:
         """Raises pymysql's error if MySQL refuses the `pending` condition on this table."""
         self.db.query(self.queries.pending_valid)
-
-    def count_paused(self) -> int:
-        return int(self.db.scalar(self.queries.count_paused))
-
-    def count_quarantined(self) -> int:
-        return int(self.db.scalar(self.queries.count_quarantined))
 
     def quarantined(self, limit: int) -> list[Row]:
         """(key, reason) of quarantined rows."""

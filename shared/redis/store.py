@@ -161,6 +161,53 @@ class Overview(NamedTuple):
     priority_depth: int = 0  # of queue_depth, entries in the priority list
 
 
+class StatusReads(NamedTuple):
+    """What a status sample reads from Redis (Store.status_reads)."""
+
+    workers: list[WorkerBeat]
+    dispatchers: list[DispatcherBeat]
+    overview: Overview
+    errors: dict[str, dict[str, Any]]  # as Store.error_groups
+    shared_freshness: dict[str, Any] | None  # as Store.shared_sample
+
+
+def _alive(members: list[str], raws: list[Any], record: type[B]) -> list[B]:
+    """The heartbeats of `members` (their keys' values, `raws`, in the same order) whose key is
+    alive; one we cannot read still counts as alive, with every field's default but its id."""
+    alive = []
+    for member, raw in zip(members, raws, strict=True):
+        if raw is None:
+            continue
+        try:
+            payload = json.loads(raw)
+        except ValueError:
+            payload = None
+        beat = record.from_json(payload)
+        alive.append(beat if beat.id != "?" else record.from_json(payload, id=member))
+    return alive
+
+
+def _sample_from(raw: bytes | None) -> dict[str, Any] | None:
+    """A shared freshness sample as stored (None: none, or not one we can read)."""
+    try:
+        sample = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return sample if isinstance(sample, dict) else None
+
+
+def _error_groups_from(raw: dict[bytes, bytes]) -> dict[str, dict[str, Any]]:
+    """The error groups' hash as stored -> message -> {count, first, last, examples}."""
+    groups = {}
+    for message, value in raw.items():
+        with contextlib.suppress(ValueError):
+            group = json.loads(value)
+            examples = group.get("examples")
+            group["examples"] = examples if isinstance(examples, list) else []  # Lua: {} for []
+            groups[message.decode(errors="replace")] = group
+    return groups
+
+
 def open_store(client: RedisClient, workload: Workload, clock: Callable[[], int] | None = None) -> Store:
     """The store of a workload, over its partitions (one when it is not partitioned), keeping
     its rate_limit and max_in_flight; clock: a test's, in microseconds (Store)."""
@@ -744,14 +791,7 @@ class Store:
 
     def error_groups(self) -> dict[str, dict[str, Any]]:
         """message -> {count, first, last, examples}, as the workers recorded them."""
-        groups = {}
-        for message, raw in self.client.hgetall(self.keys.errors).items():
-            with contextlib.suppress(ValueError):
-                group = json.loads(raw)
-                examples = group.get("examples")
-                group["examples"] = examples if isinstance(examples, list) else []  # Lua: {} for []
-                groups[message.decode(errors="replace")] = group
-        return groups
+        return _error_groups_from(self.client.hgetall(self.keys.errors))
 
     def prune_errors(self, older_than: float) -> int:
         """Forget groups not seen since `older_than` (Unix seconds, database clock); how many."""
@@ -1097,22 +1137,11 @@ class Store:
         pipe.execute()
 
     def _live(self, registry: str, key_of: Callable[[str], str], record: type[B]) -> list[B]:
-        """The heartbeats of the members of `registry` whose heartbeat key is alive (one we cannot
-        read still counts as alive, with every field's default but its id)."""
+        """The heartbeats of the members of `registry` whose heartbeat key is alive (_alive)."""
         members = sorted(m.decode() for m in self.client.smembers(registry))
         if not members:
             return []
-        alive = []
-        for member, raw in zip(members, self.client.mget([key_of(m) for m in members]), strict=True):
-            if raw is None:
-                continue
-            try:
-                payload = json.loads(raw)
-            except ValueError:
-                payload = None
-            beat = record.from_json(payload)
-            alive.append(beat if beat.id != "?" else record.from_json(payload, id=member))
-        return alive
+        return _alive(members, self.client.mget([key_of(m) for m in members]), record)
 
     def forget_dead_dispatchers(self) -> int:
         """Remove the dispatchers registered here whose heartbeat key has expired (killed before
@@ -1135,12 +1164,7 @@ class Store:
 
     def shared_sample(self) -> dict[str, Any] | None:
         """The freshness sample another process took less than its TTL ago, if any."""
-        raw = self.client.get(self.keys.freshness)
-        try:
-            sample = json.loads(raw) if raw else None
-        except ValueError:
-            return None
-        return sample if isinstance(sample, dict) else None
+        return _sample_from(self.client.get(self.keys.freshness))
 
     def share_sample(self, sample: dict[str, Any], ttl_ms: int) -> None:
         self.client.set(self.keys.freshness, json.dumps(sample), px=ttl_ms)
@@ -1149,6 +1173,11 @@ class Store:
         """Queue (a grouped workload's group lists too), reclaimed groups, in flight and counters,
         summed over the partitions."""
         pipe = self.client.pipeline(transaction=False)
+        self._ask_overview(pipe)
+        return self._overview_from(pipe.execute())
+
+    def _ask_overview(self, pipe: Any) -> None:
+        """overview's commands, added to a pipeline (_overview_from reads their replies)."""
         for k in self.partitions:
             pipe.llen(k.queue)
             pipe.llen(k.priority_queue)
@@ -1158,7 +1187,9 @@ class Store:
             pipe.get(k.groups_waiting)
             pipe.get(k.groups_urgent_waiting)
         pipe.get(self.keys.leader)
-        *per_partition, leader = pipe.execute()
+
+    def _overview_from(self, replies: list[Any]) -> Overview:
+        *per_partition, leader = replies
         depth = priority = suspects = in_flight = 0
         counters: dict[str, int] = {}
         for start in range(0, len(per_partition), 7):
@@ -1173,6 +1204,31 @@ class Store:
                 counters[name.decode()] = counters.get(name.decode(), 0) + int(value)
         holder = leader.decode() if leader else None
         return Overview(depth, suspects, in_flight, dict(sorted(counters.items())), holder, priority)
+
+    def status_reads(self) -> StatusReads:
+        """What a status sample reads here, in two round trips whatever it shows: the registries,
+        overview's lists and counters, the error groups and the shared freshness sample in one
+        pipeline, then the live members' heartbeats in one MGET (a cluster: one slot, the first
+        partition's, holds the registries and the heartbeats)."""
+        k = self.keys
+        pipe = self.client.pipeline(transaction=False)
+        pipe.smembers(k.workers)
+        pipe.smembers(k.dispatchers)
+        pipe.hgetall(k.errors)
+        pipe.get(k.freshness)
+        self._ask_overview(pipe)
+        workers, dispatchers, errors, shared, *overview = pipe.execute()
+        worker_ids = sorted(m.decode() for m in workers)
+        dispatcher_ids = sorted(m.decode() for m in dispatchers)
+        beats = [k.heartbeat(m) for m in worker_ids] + [k.dispatcher_heartbeat(m) for m in dispatcher_ids]
+        raws = self.client.mget(beats) if beats else []
+        return StatusReads(
+            workers=_alive(worker_ids, raws[: len(worker_ids)], WorkerBeat),
+            dispatchers=_alive(dispatcher_ids, raws[len(worker_ids) :], DispatcherBeat),
+            overview=self._overview_from(overview),
+            errors=_error_groups_from(errors),
+            shared_freshness=_sample_from(shared),
+        )
 
     # -- whole-prefix housekeeping (benchmarks) ---------------------------------------------
     def clear(self) -> None:

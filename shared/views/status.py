@@ -59,21 +59,21 @@ def freshness(rows: Rows, cap: int) -> Freshness:
     """Due and overdue counts (each exactly min(true count, cap)), the oldest lateness, and the
     oldest overdue rows themselves (OVERDUE_DETAIL at most: due time, lateness, own interval),
     from which split_overdue() tells waiting rows from rows in flight."""
-    due_now, overdue_1s, db_epoch = rows.freshness(cap)
+    due_now, overdue_1s, db_epoch, oldest_lateness_s = rows.freshness(cap)
     detail = rows.overdue_rows(OVERDUE_DETAIL) if overdue_1s else []
     return Freshness(
         due_now=due_now,
         overdue_1s=overdue_1s,
         count_cap=cap,
-        oldest_lateness_s=rows.oldest_lateness(),
+        oldest_lateness_s=oldest_lateness_s,
         overdue_detail=[[int(due), int(late), int(every)] for due, late, every in detail],
         db_epoch=db_epoch,
     )
 
 
-def shared_freshness(rows: Rows, store: Store) -> Freshness:
-    """The deployment's latest sample if one is under SHARE_MS old, else a new one, shared."""
-    shared = store.shared_sample()
+def shared_freshness(rows: Rows, store: Store, shared: dict | None) -> Freshness:
+    """The deployment's latest sample (`shared`, as Store.status_reads found it) if one is under
+    SHARE_MS old, else a new one, shared."""
     sample = Freshness.from_json(shared) if shared is not None else None
     if sample is None or sample.count_cap != SAMPLED_COUNT_CAP:
         sample = freshness(rows, SAMPLED_COUNT_CAP)
@@ -120,12 +120,17 @@ def gather(
     the range of the rows' intervals). sampled: taken again and again (counts capped at
     SAMPLED_COUNT_CAP, the sample shared)."""
     rows = Rows(workload, db)
-    fresh = shared_freshness(rows, store) if sampled else freshness(rows, COUNT_CAP)
+    # Round trips, not bytes, are what a sample costs a process that samples at rest (each wakes
+    # a thread): Redis' facts in two, the counts in one statement beside the freshness pass.
+    reads = store.status_reads()
+    fresh = shared_freshness(rows, store, reads.shared_freshness) if sampled else freshness(rows, COUNT_CAP)
     cap = fresh.count_cap
+    one_shot = lifecycle_of(workload).one_shot
+    counts = rows.counts(pending_cap=cap if one_shot else 0)
     interval_range = rows.interval_range() if count_rows else None
-    quarantined = rows.count_quarantined()
-    workers = store.live_workers()
-    overview = store.overview()
+    quarantined = counts.quarantined
+    workers = reads.workers
+    overview = reads.overview
     recent = Recent(sum(w.recent_checked for w in workers), sum(w.recent_failed for w in workers))
     in_hand = [due for w in workers for due in w.overdue_in_hand]
     split = split_overdue(fresh.overdue_1s, fresh.overdue_detail, in_hand)
@@ -145,7 +150,7 @@ def gather(
         db_epoch=fresh.db_epoch,
         **{f.name: getattr(split, f.name) for f in dataclasses.fields(split)},
         quarantined=quarantined,
-        paused=rows.count_paused(),
+        paused=counts.paused,
         failing_rows=rows.count_failing(cap) if count_rows else None,
         due_ahead_unchecked=rows.due_ahead_unchecked(cap) if count_rows else None,
         quarantined_ids=[
@@ -166,7 +171,7 @@ def gather(
         recent_failed=recent.failed,
         checks_failing=failing(recent, workload.failing_threshold),
         last_error=next((w.last_error for w in workers if w.last_error), None),
-        errors=error_groups(store, fresh.db_epoch),
+        errors=error_groups(reads.errors, fresh.db_epoch),
         rate_limit=workload.rate_limit,
         max_in_flight=workload.max_in_flight,
         limited_by=limited_by(workers),
@@ -180,16 +185,16 @@ def gather(
     rhythm = rhythm_of(workload)
     if rhythm.calendar:
         facts.schedule = rhythm.says
-    if lifecycle_of(workload).one_shot:
-        dead = rows.count_dead()
+    if one_shot:
+        dead = counts.dead
         facts.one_shot = OneShotFacts(
-            pending=rows.count_pending(cap),
+            pending=counts.pending,
             dead=dead,
             dead_ids=[
                 {"id": shown_key(i), "fails": int(n), "error": error} for i, n, error in rows.dead(limit=20)
             ] if dead else [],
         )  # fmt: skip
-    facts.dispatchers = store.live_dispatchers()
+    facts.dispatchers = reads.dispatchers
     facts.live_dispatchers = len(facts.dispatchers)
     facts.fresh = facts.overdue_waiting == 0 and not facts.checks_failing
     facts.needed_rate = (
@@ -308,16 +313,16 @@ ERRORS_SHOWN = 10
 ERRORS_RECENT_S = 3600.0  # groups seen in the last hour are shown
 
 
-def error_groups(store: Store, now: float) -> list[ErrorGroup]:
+def error_groups(recorded: dict[str, dict], now: float) -> list[ErrorGroup]:
     """Failures of the last hour grouped by their (normalised) error: the ERRORS_SHOWN seen most
-    recently (so a new error always shows), most frequent first; the
-    counts workers keep in Redis (shared/lua/errors.lua), so no scan of the table. `now`: the
-    database clock (Unix seconds), the one the groups are stamped on."""
+    recently (so a new error always shows), most frequent first; the counts workers keep in
+    Redis (shared/lua/errors.lua; `recorded`, as Store.error_groups reads them), so no scan of
+    the table. `now`: the database clock (Unix seconds), the one the groups are stamped on."""
     groups = [
         ErrorGroup(error=message, count=int(group.get("count", 0)),
                    examples=[str(e) for e in group["examples"]],
                    first_seen=group.get("first"), last_seen=group.get("last"))
-        for message, group in store.error_groups().items()
+        for message, group in recorded.items()
         if float(group.get("last", 0)) >= now - ERRORS_RECENT_S
     ]  # fmt: skip
     latest = sorted(groups, key=lambda g: -float(g.last_seen or 0))[:ERRORS_SHOWN]  # a new one shows

@@ -7,6 +7,11 @@ MySQL read up to 600,000 entries a second just to say how far behind it was.
 
 from __future__ import annotations
 
+import json
+
+import pymysql
+import redis
+
 from bench.pollcost import handler_reads, status_overhead
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rows import Rows
@@ -74,3 +79,50 @@ def test_a_sample_reads_o_cap_index_entries_and_one_serves_every_sampler(setting
     assert index_reads(second_db, second) <= 20
     for db in (first_db, second_db):
         db.close()
+
+
+def test_a_sample_costs_a_few_round_trips_whatever_it_shows(make_settings, monkeypatch):
+    """A dispatcher's monitor samples every workload again and again, at rest too (every 15 s):
+    on an idle deployment its round trips were the largest part of the dispatcher's wake-ups
+    after the probe. Each round trip wakes a thread, which on a VM costs far more than the bytes.
+    One pipeline and one MGET to Redis, two statements to MySQL (one when the deployment's
+    freshness sample is shared), however many facts the sample shows; a one-shot workload's
+    counts come in the same statement."""
+    settings = make_settings(once=True, max_attempts=3)
+    seed_rows(settings, 50)
+    store = make_store(settings)
+    k = store.keys
+    store.client.sadd(k.workers, "w1", "w2")  # live processes: their heartbeats are read too
+    store.client.sadd(k.dispatchers, "d1")
+    for key, member in ((k.heartbeat("w1"), "w1"), (k.heartbeat("w2"), "w2")):
+        store.client.set(key, json.dumps({"id": member}))
+    store.client.set(k.dispatcher_heartbeat("d1"), json.dumps({"id": "d1"}))
+    db = Database(settings)
+    sampler = Sampler(settings, db, store)
+    sampler.sample()  # the first also takes the slow counts (rows, failing; every 30 s)
+    store.client.delete(store.keys.freshness)  # the next sample takes the freshness pass itself
+    counted = {"mysql": 0, "redis": 0}
+
+    def counting(kind: str, method):
+        def call(*args, **kwargs):
+            counted[kind] += 1
+            return method(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(
+        pymysql.connections.Connection, "query", counting("mysql", pymysql.connections.Connection.query)
+    )
+    monkeypatch.setattr(
+        redis.connection.AbstractConnection,
+        "send_packed_command",
+        counting("redis", redis.connection.AbstractConnection.send_packed_command),
+    )
+    facts = sampler.sample()
+    assert facts.one_shot is not None and facts.one_shot.pending == 50
+    assert (facts.live_workers, facts.live_dispatchers) == (2, 1)
+    assert counted == {"mysql": 2, "redis": 3}, counted  # the third: the freshness shared (SET)
+    counted.update(mysql=0, redis=0)
+    sampler.sample()  # within SHARE_MS: the shared freshness is read with the rest
+    assert counted == {"mysql": 1, "redis": 2}, counted
+    db.close()

@@ -126,7 +126,7 @@ def test_a_new_error_always_gets_a_group_whatever_filled_them(settings):
     assert (new["count"], new["examples"]) == (1, ["7"])
     assert "ProbeError: aa down" not in groups  # the least recently seen made room
     assert groups["(other errors)"]["count"] == 2
-    assert "TimeoutError: brand new" in {g.error for g in error_groups(store, now=2000.0)}
+    assert "TimeoutError: brand new" in {g.error for g in error_groups(store.error_groups(), now=2000.0)}
     assert store.prune_errors(older_than=1500.0) == MAX_ERROR_GROUPS - 1  # not seen since: forgotten
     assert set(store.error_groups()) == {"TimeoutError: brand new", "(other errors)"}
 
