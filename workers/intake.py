@@ -9,6 +9,7 @@ keys: shared/core/keys.py), anything else is set aside as malformed.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -25,8 +26,13 @@ log = logging.getLogger(__name__)
 # no token announced, to keep in touch with MySQL). A token wakes it at once whatever this is, and
 # so does its worker's stop (Store.wake_stopping): the wait sets only how often an idle worker
 # wakes for nothing. At 1 s, ten idle workloads cost each worker ten wake-ups and Redis ten BLPOPs
-# a second (docs/performance.md, an idle deployment).
-IDLE_WAIT = 2.5
+# a second (docs/performance.md, an idle deployment). As long as LOOK_EVERY, so that each wait's
+# end is a look, never a wake-up for nothing: at 2.5 s every other one was.
+IDLE_WAIT = 5.0
+# Each idle wait lasts up to this share of IDLE_WAIT longer, at random: lanes that began waiting
+# together (a worker's start, one page for several workloads) drift apart. Ten lanes woken in the
+# same millisecond fought over the GIL, several context switches each for a wake-up's little work.
+IDLE_WAIT_SPREAD = 0.1
 RATE_WAIT_MAX = 1.0  # seconds slept at most for the rate limit's tokens before asking again
 ROOM_RETRY = 0.05  # seconds between takes while max_in_flight checks run elsewhere (ours wake us)
 LIMITED_RECENTLY = 5.0  # seconds after the limits last held a take back that it counts as limited
@@ -181,9 +187,12 @@ class Intake:
             return False
         return self.clock() - self.found_nothing_at < LOOK_EVERY
 
-    def wait_for_work(self, timeout: float = IDLE_WAIT) -> bool:
+    def wait_for_work(self, timeout: float | None = None) -> bool:
         """Block until a wake token says entries wait (one idle worker per token: a page wakes one
-        worker, which wakes the next if its take leaves entries); False on timeout."""
+        worker, which wakes the next if its take leaves entries); False on timeout (by default
+        IDLE_WAIT, and up to IDLE_WAIT_SPREAD of it more)."""
+        if timeout is None:
+            timeout = IDLE_WAIT * (1.0 + IDLE_WAIT_SPREAD * random.random())
         woken = self.store.wait_for_work(self.worker_id, timeout)
         if woken:
             self.found_nothing_at = None  # the next poll takes

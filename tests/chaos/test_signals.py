@@ -138,7 +138,7 @@ def test_a_second_signal_exits_at_once(make_settings, rds, procs):
 
 
 def test_an_idle_worker_stops_at_once_not_at_its_waits_end(make_settings, rds, procs):
-    """An idle worker's lanes block up to IDLE_WAIT (2.5 s) on their wake tokens; SIGTERM ends
+    """An idle worker's lanes block up to IDLE_WAIT (5 s) on their wake tokens; SIGTERM ends
     those waits at once (the worker's own token, Store.wake_stopping), so a rolling restart or a
     scale-down does not wait them out."""
     settings = make_settings()
@@ -150,4 +150,4 @@ def test_an_idle_worker_stops_at_once_not_at_its_waits_end(make_settings, rds, p
     assert worker.wait(timeout=10) == 0
     took = time.monotonic() - asked
     print(f"an idle worker stopped {took:.2f} s after SIGTERM (its waits last {IDLE_WAIT} s)")
-    assert took < IDLE_WAIT - 0.5, took
+    assert took < 2.0, took  # before the stopping token: 2.47 s with 2.5 s waits

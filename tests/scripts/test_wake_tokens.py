@@ -94,9 +94,11 @@ def test_a_stopping_worker_ends_its_idle_waits_at_once_and_others_sleep_on(make_
     threads[0].join(IDLE_WAIT)
     assert not threads[0].is_alive() and "other" not in results
     woken, waited = results["stopping"]
-    assert not woken and waited < IDLE_WAIT - 1.0, waited  # not a token for work, and not the timeout
+    assert not woken and waited < 1.5, waited  # not a token for work, and not the timeout
     assert threads[1].is_alive()  # the other worker sleeps on
+    started = time.monotonic()
     assert not store.wait_for_work("stopping", IDLE_WAIT)  # a later wait of the stopping one: at once too
+    assert time.monotonic() - started < 1.5
     for k in store.partitions:  # the tokens put back still expire: nothing outlives the stop
         assert 0 < store.client.pttl(k.stopping("stopping")) <= STOPPING_TTL_MS
     assert sum(store.client.llen(k.wake) for k in store.partitions) == 0  # no work token taken or left
