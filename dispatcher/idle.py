@@ -19,7 +19,7 @@ from typing import Protocol
 
 from recheck.shared.config import Workload
 from recheck.shared.mysql.db import Database
-from recheck.shared.mysql.probe import DueProbe
+from recheck.shared.mysql.probe import DueProbe, due_part
 from recheck.shared.mysql.sql import Queries
 from recheck.shared.process.loop import Lifeline
 
@@ -45,7 +45,7 @@ class IdleProbe:
             probe = self.probes.get(url)
             if probe is None:
                 probe = self.probes[url] = DueProbe(Database(lanes[0].workload))
-            parts = [lane.probe_part() for lane in lanes]
+            parts = [due_part(*lane.probe_part()) for lane in lanes]
             ok, due = lanes[0].life.attempt(lambda probe=probe, parts=parts: probe.due(parts))
             woken += [lane for number, lane in enumerate(lanes) if not ok or number in due]
         return woken

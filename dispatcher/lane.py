@@ -90,7 +90,7 @@ class DispatchLane:
         """name -> (job, period, leader only)."""
         s, own_db = self.workload, self._own_db
         pusher = DuePusher(s, own_db(), self.store, self.service.id)
-        sweeper = Sweeper(s, pusher, dispatcher_cursor=lambda: self.dispatcher.cursor)
+        self.sweeper = sweeper = Sweeper(s, pusher, dispatcher_cursor=lambda: self.dispatcher.cursor)
         if len(self.passes) > 1:  # the priority rows behind the priority pass's cursor, too
             first = self.passes[0]
             sweeper.also(

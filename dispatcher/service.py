@@ -29,8 +29,10 @@ from recheck.dispatcher.dispatcher import idle_pause
 from recheck.dispatcher.idle import IdleProbe
 from recheck.dispatcher.lane import DispatchLane
 from recheck.dispatcher.lease import NotLeader, renew_together
+from recheck.dispatcher.reconciler import SweepProbe
 from recheck.dispatcher.web import Dashboard
 from recheck.shared.config import Settings, Workload, redact_url
+from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.schema import require_distinct_tables
 from recheck.shared.policies.lifecycle import rhythm_of
 from recheck.shared.process.loop import Service
@@ -69,6 +71,7 @@ class DispatcherService(Service):
             holding=lambda lanes: Store.asked_waiting([lane.store for lane in lanes]),
         )  # fmt: skip
         self.idle_probe = IdleProbe()
+        self.sweep_probes: list[SweepProbe] = []  # one per MySQL server with several workloads (job_groups)
         self.next_beat = 0.0
         self.next_share_look = 0.0  # when the beat next compares what it leads with its share
         self.served = False
@@ -108,15 +111,41 @@ class DispatcherService(Service):
         server, running their lanes' in turn: an idle process wakes once per kind and period,
         not once per workload (each wake costs more CPU than an idle job's work). Servers apart:
         a silent one holds up only its own workloads' jobs; on one server a job waits at most
-        LOCK_WAIT_SECONDS for the application's row locks."""
+        LOCK_WAIT_SECONDS for the application's row locks. Several workloads' sweeps on one
+        server are asked first in one statement (_sweep_probe)."""
         groups: dict[tuple[str, float, str], list[Callable[[], None]]] = {}
+        members: dict[tuple[str, float, str], list[DispatchLane]] = {}
         for lane in self.lanes:
             server = redact_url(lane.workload.mysql_url)
             for name, (job, period, leader_only) in lane.jobs.items():
                 groups.setdefault((name, period, server), []).append(
                     self._job_runner(lane, name, job, leader_only)
                 )
+                members.setdefault((name, period, server), []).append(lane)
+        for key, lanes in members.items():
+            if key[0] == "sweep" and len(lanes) > 1:  # asked together first (SweepProbe)
+                groups[key].insert(0, self._sweep_probe(lanes))
         return groups
+
+    def _sweep_probe(self, lanes: list[DispatchLane]) -> Callable[[], None]:
+        """The run that precedes a sweep group's: one statement for the led lanes' sweeps."""
+        probe = SweepProbe(Database(lanes[0].workload))
+        self.sweep_probes.append(probe)
+
+        def run() -> None:
+            for lane in lanes:  # a lane that did not run since (its lease went) keeps nothing stale
+                lane.sweeper.clear = set()
+            led = [lane.sweeper for lane in lanes if lane.lease.held]
+            if not led:
+                return
+            try:  # whatever goes wrong, each sweep then reads for itself, as without the probe
+                lanes[0].life.attempt(functools.partial(probe.mark, led))
+            except Exception:
+                log.exception("the sweeps' probe failed; each sweep reads for itself")
+                for sweeper in led:
+                    sweeper.clear = set()
+
+        return run
 
     def _job_runner(self, lane: DispatchLane, name: str, job, leader_only: bool):
         def run() -> None:
@@ -237,6 +266,8 @@ class DispatcherService(Service):
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
         self.idle_probe.close()
+        for probe in self.sweep_probes:
+            probe.close()
         for lane in self.lanes:
             lane.life.attempt(lane.lease.release)
             lane.close()

@@ -85,6 +85,20 @@ FROM (
         OR ({due} = TIMESTAMP'1970-01-01 00:00:00' + INTERVAL %s MICROSECOND AND (%s IS NULL OR {id} > %s)))
  LIMIT 1)
 
+-- name: overdue_probe
+-- One workload's part of the sweep's probe (dispatcher/reconciler.py SweepProbe joins the parts
+-- of the workloads swept together on one server with UNION ALL, as the idle probe does): the
+-- first argument, the part's number, if a row is due at least the second argument's microseconds
+-- ago up to and including the keyset position that follows (the dispatcher's cursor: its due
+-- time twice, then its key twice; NULL for every key at that due time). What a sweep's first
+-- page would read, one dive into the due index: in healthy running, nothing. {class_filter} as
+-- in due_page (the priority pass's part is "overdue_probe_priority", sql.py).
+(SELECT %s FROM {table}
+ WHERE {due} <= NOW(3) - INTERVAL %s MICROSECOND
+   AND ({due} < %s OR ({due} = %s AND (%s IS NULL OR {id} <= %s)))
+   {class_filter}
+ LIMIT 1)
+
 -- name: write_success
 -- Results of one batch, fenced: a row is written only if it still has the due time it was
 -- dispatched with, so a late or duplicate worker touches 0 rows. NOW(3) is the statement's

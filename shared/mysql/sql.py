@@ -292,9 +292,10 @@ class Queries:
                 f" AND CAST(CAST(t.{quoted['result']} AS CHAR) AS BINARY) <=> CAST(v.result AS BINARY)"
             )
             self._rendered["write_unchanged"] = raw["write_success"].format_map(quoted)
-        if "due_page" in raw:  # the priority pass's page: the same read, of the priority rows only
+        if "due_page" in raw:  # the priority pass's page and sweep probe: the same, of the priority rows only
             quoted["class_filter"] = class_filter(workload, priority=True)
             self._rendered["due_page_priority"] = raw["due_page"].format_map(quoted)
+            self._rendered["overdue_probe_priority"] = raw["overdue_probe"].format_map(quoted)
 
     def __getattr__(self, name: str) -> str:
         try:

@@ -14,7 +14,7 @@ from recheck import Client
 from recheck.commands.init_db import init_db
 from recheck.dispatcher.monitor import REST_EVERY, Monitor
 from recheck.shared.mysql.db import Database
-from recheck.shared.mysql.probe import DueProbe
+from recheck.shared.mysql.probe import DueProbe, due_part
 from recheck.shared.process.metrics import dispatcher_metrics
 from tests.support.helpers import make_dispatcher, make_store, query, scalar, take_lease, workload
 from tests.support.servers import wait_for
@@ -40,12 +40,13 @@ def test_the_probe_names_exactly_the_workloads_with_a_row_due_now(make_settings,
     passes = [make_dispatcher(w) for w in (a, b, c)]
     probe = DueProbe(Database(a))
     try:
-        parts = [(one.pusher.rows.queries, one.probe_from()) for one in passes]
+        parts = [due_part(one.pusher.rows.queries, one.probe_from()) for one in passes]
         assert probe.due(parts) == {1}  # b's row alone: not done, not parked, not in an hour
         query(sql, "UPDATE jobs_c SET next_check_at = NOW(3)")
         assert probe.due(parts) == {1, 2}
         assert probe.statement(parts) is probe.statement(parts)  # written once while idle
-        moved = [parts[0], (parts[1][0], (parts[1][1][0] + 1, None)), parts[2]]
+        later = passes[1].probe_from()[0] + 1
+        moved = [parts[0], due_part(passes[1].pusher.rows.queries, (later, None)), parts[2]]
         assert probe.statement(moved) != probe.statement(parts)
         assert probe.due([]) == set()
     finally:
@@ -78,8 +79,8 @@ def test_a_quiet_one_shot_pass_probes_its_look_back_window_so_a_late_commit_is_f
     probe = DueProbe(Database(jobs))
     try:
         queries = one.pusher.rows.queries
-        assert probe.due([(queries, one.cursor)]) == set()  # what the cursor alone would miss
-        assert probe.due([(queries, one.probe_from())]) == {0}
+        assert probe.due([due_part(queries, one.cursor)]) == set()  # what the cursor alone would miss
+        assert probe.due([due_part(queries, one.probe_from())]) == {0}
     finally:
         probe.close()
     one.poll()
@@ -103,14 +104,14 @@ def test_a_recurring_pass_is_not_woken_by_the_row_it_has_just_read_but_by_one_af
     probe = DueProbe(Database(settings))
     try:
         queries = one.pusher.rows.queries
-        assert probe.due([(queries, one.probe_from())]) == set()
+        assert probe.due([due_part(queries, one.probe_from())]) == set()
         query(sql, "INSERT INTO user_block_status (user_id, next_check_at) "
                    "SELECT 6, next_check_at FROM user_block_status WHERE user_id = 5")  # fmt: skip
-        assert probe.due([(queries, one.probe_from())]) == {0}
+        assert probe.due([due_part(queries, one.probe_from())]) == {0}
         query(sql, "DELETE FROM user_block_status WHERE user_id = 6")
         query(sql, "INSERT INTO user_block_status (user_id, next_check_at) "
                    "SELECT 4, next_check_at FROM user_block_status WHERE user_id = 5")  # fmt: skip
-        assert probe.due([(queries, one.probe_from())]) == set()  # before the cursor: the sweep's
+        assert probe.due([due_part(queries, one.probe_from())]) == set()  # before the cursor: the sweep's
     finally:
         probe.close()
 

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
-from recheck.dispatcher.reconciler import FORGET_EVERY, OrphanCollector, Reclaimer, Sweeper
+import pymysql
+
+from recheck.commands.init_db import init_db
+from recheck.dispatcher.dispatcher import END, DuePusher
+from recheck.dispatcher.reconciler import FORGET_EVERY, OrphanCollector, Reclaimer, Sweeper, SweepProbe
 from recheck.shared.core.entries import datetime_to_ms, make_entry, parse_entries
 from recheck.shared.core.records import DispatcherBeat, WorkerBeat
 from recheck.shared.mysql.db import Database
@@ -24,6 +29,7 @@ from tests.support.helpers import (
     scalar,
     seed_rows,
     take_lease,
+    workload,
 )
 from tests.support.servers import wait_for
 
@@ -394,3 +400,55 @@ def test_the_reclaimer_forgets_dead_dispatchers_once_a_minute(settings, rds, mon
     clock.now += 1
     reclaimer.run_once()
     assert len(calls) == 2
+
+
+def test_one_statement_asks_every_sweep_on_a_server_and_only_the_overdue_read_again(
+    settings, sql, monkeypatch
+):
+    """A dispatcher's sweeps of the workloads on one server are asked together (SweepProbe): one
+    statement for all their passes, a priority pass's too, and a sweep told its passes are clear
+    reads nothing. Ten idle workloads' sweeps were ten statements every sweep_interval."""
+    settings = settings.evolve(sweep_grace=30.0)
+    query(sql, "ALTER TABLE user_block_status ADD COLUMN premium TINYINT(1) NOT NULL DEFAULT 0, "
+               "ADD KEY premium_due (premium, next_check_at, user_id)")  # fmt: skip
+    first = settings.model_copy(update={"priority_column": "premium"})
+    second, third = (workload(settings, name, table=f"{name}_rows") for name in ("second", "third"))
+    for w in (second, third):
+        assert init_db(w, apply=True, create=True, say=lambda _: None) == 0
+    # The first: a priority row overdue (its priority pass's), the rest's row due in an hour. The
+    # second: a row due now, within the grace. The third: a row overdue.
+    query(sql, "INSERT INTO user_block_status (user_id, next_check_at, premium) VALUES "
+               "(1, NOW(3) - INTERVAL 60 SECOND, 1), (2, NOW(3) + INTERVAL 1 HOUR, 0)")  # fmt: skip
+    query(sql, "INSERT INTO second_rows (user_id, next_check_at) VALUES (1, NOW(3))")
+    query(sql, "INSERT INTO third_rows (user_id, next_check_at) VALUES (1, NOW(3) - INTERVAL 60 SECOND)")
+    sweepers = [Sweeper(w, make_pusher(w)) for w in (first, second, third)]
+    priority = DuePusher(first, Database(first), make_store(first), TEST_LEADER, priority=True)
+    priority.learn_keys()
+    sweepers[0].also(priority, lambda: END)
+    probe = SweepProbe(Database(settings))
+    probe.probe.db.query("SELECT 1")  # connected (a session's setup is statements too)
+    statements = count_statements(monkeypatch)
+    probe.mark(sweepers)
+    assert statements() == 1
+    assert [s.clear for s in sweepers] == [{0}, {0}, set()]  # the rest's pass of the first, the second
+    assert sweepers[1].run_once() == 0 and statements() == 1  # told clear: no read of its own
+    assert sweepers[0].run_once() == 1  # the priority row, by its own pass
+    assert sweepers[2].run_once() == 1
+    assert all(s.clear == set() for s in sweepers)  # each run uses the probe's word once
+    probe.mark(sweepers)
+    assert [s.clear for s in sweepers] == [{0}, {0}, set()]  # queued, not overdue behind the cursor:
+    assert sweepers[2].run_once() == 0  # ... the third reads (in flight: nothing pushed again)
+    probe.close()
+
+
+def count_statements(monkeypatch) -> Callable[[], int]:
+    """Statements sent to MySQL by any connection from now on (a count to read)."""
+    sent = [0]
+    real = pymysql.connections.Connection.query
+
+    def query_counted(self, *args, **kwargs):
+        sent[0] += 1
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(pymysql.connections.Connection, "query", query_counted)
+    return lambda: sent[0]
