@@ -121,12 +121,13 @@ def gather(
     SAMPLED_COUNT_CAP, the sample shared)."""
     rows = Rows(workload, db)
     # Round trips, not bytes, are what a sample costs a process that samples at rest (each wakes
-    # a thread): Redis' facts in two, the counts in one statement beside the freshness pass.
-    reads = store.status_reads()
-    fresh = shared_freshness(rows, store, reads.shared_freshness) if sampled else freshness(rows, COUNT_CAP)
-    cap = fresh.count_cap
+    # a thread): the counts in one statement beside the freshness pass, Redis' facts in two.
+    # MySQL first: with both servers refusing, the first error said is MySQL's, as it always was.
+    cap = SAMPLED_COUNT_CAP if sampled else COUNT_CAP
     one_shot = lifecycle_of(workload).one_shot
     counts = rows.counts(pending_cap=cap if one_shot else 0)
+    reads = store.status_reads()
+    fresh = shared_freshness(rows, store, reads.shared_freshness) if sampled else freshness(rows, cap)
     interval_range = rows.interval_range() if count_rows else None
     quarantined = counts.quarantined
     workers = reads.workers
