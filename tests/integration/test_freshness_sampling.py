@@ -16,7 +16,8 @@ from bench.pollcost import handler_reads, status_overhead
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.views.status import OVERDUE_DETAIL, SAMPLED_COUNT_CAP, Sampler, freshness
-from tests.support.helpers import make_store, query, scalar, seed_rows
+from tests.support.helpers import TEST_LEADER, dispatch_all, make_store, query, scalar, seed_rows
+from tests.support.servers import RedisCluster
 
 
 def spread_due_times(sql, settings) -> None:
@@ -126,3 +127,25 @@ def test_a_sample_costs_a_few_round_trips_whatever_it_shows(make_settings, monke
     sampler.sample()  # within SHARE_MS: the shared freshness is read with the rest
     assert counted == {"mysql": 1, "redis": 2}, counted
     db.close()
+
+
+def test_a_sample_on_a_redis_cluster_reads_every_partition_in_its_two_round_trips(make_settings, tmp_path):
+    """Store.status_reads sends one pipeline across the partitions' slots (a cluster client
+    splits it by node) and one MGET of heartbeats, all in the first partition's slot."""
+    cluster = RedisCluster(tmp_path / "cluster", masters=3, replicas=0)
+    cluster.start()
+    try:
+        settings = make_settings(partitions=4, redis_url=f"redis://127.0.0.1:{cluster.nodes[0].port}/0")
+        seed_rows(settings, 20, due_now=True)
+        dispatch_all(settings)
+        store = make_store(settings)
+        k = store.keys
+        store.client.sadd(k.workers, "w1")
+        store.client.set(k.heartbeat("w1"), json.dumps({"id": "w1"}))
+        db = Database(settings)
+        facts = Sampler(settings, db, store).sample()
+        assert facts.queue_depth == 20 and facts.due_now == 20  # the four partitions' queues summed
+        assert facts.live_workers == 1 and facts.leader == TEST_LEADER
+        db.close()
+    finally:
+        cluster.kill()
