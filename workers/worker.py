@@ -142,7 +142,7 @@ class Worker(Service):
 
     def beat(self, lanes: list[Lane] | None = None) -> None:
         """Publish the lanes' heartbeats (all of them by default) in one round trip per Redis."""
-        publish_together([(lane.presence, lane.heartbeat()) for lane in lanes or self.lanes])
+        publish_together([(lane.presence, lane.heartbeat) for lane in lanes or self.lanes])
 
     def _heartbeat_loop(self) -> None:
         """A full beat every heartbeat_interval; between them, a lane that took rows beats again

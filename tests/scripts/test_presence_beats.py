@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from recheck.shared.core.records import DispatcherBeat, WorkerBeat
-from recheck.shared.process.presence import QUIET_EVERY, REGISTER_EVERY, Presence
+from recheck.shared.process.presence import QUIET_EVERY, REGISTER_EVERY, Presence, publish_together
 from recheck.shared.redis.connection import REDIS_DOWN
 from recheck.shared.redis.store import Store
 from tests.scripts.conftest import Clock
@@ -105,6 +105,28 @@ def test_a_quiet_member_publishes_one_beat_in_three_with_a_key_that_lives_as_muc
     presence.busy_again()  # already short-lived: no command
     quiet[0] = True
     assert [published(beat) for beat in range(20, 24)] == [True, False, False, True]
+
+
+def test_a_beat_given_as_a_callable_is_made_only_when_it_is_published(make_store):
+    """A worker hands its lanes' beats over as callables: a quiet lane's record (its counters,
+    lateness buckets, rows in hand) is made for the one beat in QUIET_EVERY that goes out."""
+    store = make_store(Clock())
+    quiet = [True]
+    presence = Presence(store, "worker", "w1", ttl_seconds=5, interval_seconds=1, quiet=lambda: quiet[0])
+    made = []
+
+    def beat() -> WorkerBeat:
+        made.append(len(made))
+        return WorkerBeat(id="w1", checked=len(made))
+
+    for _ in range(7):
+        publish_together([(presence, beat)])
+    assert len(made) == 3  # the beats published: the first, the fourth, the seventh
+    assert WorkerBeat.from_json(json.loads(store.client.get(store.keys.heartbeat("w1")))).checked == 3
+    quiet[0] = False
+    for _ in range(2):
+        publish_together([(presence, beat)])
+    assert len(made) == 5  # busy: every beat
 
 
 def test_a_dispatcher_lane_beats_quietly_only_in_the_role_it_last_published(make_store):
