@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import bisect
 import logging
+import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import REGISTRY, Counter, Gauge, Histogram, disable_created_metrics, start_http_server
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, disable_created_metrics, make_wsgi_app
 from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from recheck.shared.views.buckets import SECONDS_BUCKETS
 
@@ -330,14 +333,32 @@ def dispatcher_metrics(workload: str = "default") -> WorkloadDispatcherMetrics:
     return dispatcher_families().of(workload)
 
 
+# The metrics server is never shut down (it goes with its process), so its loop need not wake to
+# look for a shutdown: prometheus_client's start_http_server polls every 0.5 s, two wake-ups a
+# second in every idle process.
+METRICS_POLL_S = 3600.0
+
+
+class QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes are not logged."""
+
+
 def serve(host: str, port: int, registry=REGISTRY) -> bool:
-    """Expose /metrics; a port already in use is reported once, not fatal. 0 disables."""
+    """Expose /metrics; a port already in use is reported once, not fatal. 0 disables. As
+    prometheus_client's start_http_server (an IPv6 host too), but with its loop asleep."""
     if not port:
         return False
     try:
-        start_http_server(port, addr=host, registry=registry)
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        family, address = found[0], str(found[4][0])
+        server = type("MetricsServer", (ThreadingWSGIServer,), {"address_family": family})
+        app = make_wsgi_app(registry)
+        httpd: WSGIServer = make_server(address, port, app, server, handler_class=QuietHandler)
     except OSError as error:
         log.warning("metrics not served: cannot listen on %s:%d (%s)", host, port, error)
         return False
+    poll = {"poll_interval": METRICS_POLL_S}
+    threading.Thread(target=httpd.serve_forever, kwargs=poll, name="metrics", daemon=True).start()
     log.info("metrics on http://%s:%d/metrics", host, port)
     return True

@@ -1,0 +1,50 @@
+"""The processes' /metrics server (shared/process/metrics.py serve): it answers scrapes, reports a
+port in use without failing, and its loop sleeps between them. prometheus_client's own server
+polled every 0.5 s: two wake-ups a second in every idle recheck process."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import urllib.request
+
+from prometheus_client import CollectorRegistry, Counter
+
+from recheck.shared.process.metrics import serve
+from tests.support.servers import free_port
+
+
+def voluntary_switches(thread: threading.Thread) -> int:
+    with open(f"/proc/self/task/{thread.native_id}/status") as status:
+        line = next(line for line in status if line.startswith("voluntary_ctxt_switches:"))
+    return int(line.split()[1])
+
+
+def test_the_metrics_server_answers_and_sleeps_between_scrapes():
+    registry = CollectorRegistry()
+    Counter("recheck_probe_total", "a counter for this test", registry=registry).inc(3)
+    port = free_port()
+    before = set(threading.enumerate())
+    assert serve("127.0.0.1", port, registry)
+    (thread,) = [t for t in threading.enumerate() if t not in before]
+    assert thread.name == "metrics" and thread.daemon
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+        assert reply.status == 200 and "recheck_probe_total 3.0" in reply.read().decode()
+    time.sleep(0.2)  # the scrape's own wake-ups are over
+    woken = voluntary_switches(thread)
+    time.sleep(1.5)  # three polls of prometheus_client's server
+    assert voluntary_switches(thread) - woken == 0
+    assert not serve("127.0.0.1", port, registry)  # in use: said once, not fatal
+
+
+def test_the_metrics_server_listens_on_an_ipv6_address_where_the_machine_has_one():
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return  # no IPv6 loopback here: nothing to show
+    port = free_port()
+    assert serve("::1", port, CollectorRegistry())
+    with urllib.request.urlopen(f"http://[::1]:{port}/metrics", timeout=5) as reply:
+        assert reply.status == 200
