@@ -138,12 +138,10 @@ class DispatcherService(Service):
             led = [lane.sweeper for lane in lanes if lane.lease.held]
             if not led:
                 return
-            try:  # whatever goes wrong, each sweep then reads for itself, as without the probe
+            try:  # whatever goes wrong, nothing is marked: each sweep reads for itself
                 lanes[0].life.attempt(functools.partial(probe.mark, led))
             except Exception:
                 log.exception("the sweeps' probe failed; each sweep reads for itself")
-                for sweeper in led:
-                    sweeper.clear = set()
 
         return run
 

@@ -22,13 +22,19 @@ from recheck.shared.redis.store import ROOM_WAIT, Store
 
 log = logging.getLogger(__name__)
 
+# Seconds an idle worker waits for wake tokens before it takes anyway. Every path that leaves
+# entries for a take leaves a token (a page, a give-back, a reclaim, the settle job, a take that
+# leaves entries), so an empty take after each blocking wait's timeout found nothing but cost a
+# script call a workload a second. This look covers what no token announces: a token taken by a
+# worker killed before its take, and dispatchers older than the tokens.
+LOOK_EVERY = 5.0
 # Seconds an idle lane blocks for a wake token before it comes back to its loop (to look for work
 # no token announced, to keep in touch with MySQL). A token wakes it at once whatever this is, and
 # so does its worker's stop (Store.wake_stopping): the wait sets only how often an idle worker
 # wakes for nothing. At 1 s, ten idle workloads cost each worker ten wake-ups and Redis ten BLPOPs
-# a second (docs/performance.md, an idle deployment). As long as LOOK_EVERY, so that each wait's
+# a second (docs/performance.md, an idle deployment). As long as the look, so that each wait's
 # end is a look, never a wake-up for nothing: at 2.5 s every other one was.
-IDLE_WAIT = 5.0
+IDLE_WAIT = LOOK_EVERY
 # Each idle wait lasts up to this share of IDLE_WAIT longer, at random: lanes that began waiting
 # together (a worker's start, one page for several workloads) drift apart. Ten lanes woken in the
 # same millisecond fought over the GIL, several context switches each for a wake-up's little work.
@@ -37,12 +43,6 @@ RATE_WAIT_MAX = 1.0  # seconds slept at most for the rate limit's tokens before 
 ROOM_RETRY = 0.05  # seconds between takes while max_in_flight checks run elsewhere (ours wake us)
 LIMITED_RECENTLY = 5.0  # seconds after the limits last held a take back that it counts as limited
 SETTLED_WARN_EVERY = 60.0  # seconds between warnings that the leader orders the workload otherwise
-# Seconds an idle worker waits for wake tokens before it takes anyway. Every path that leaves
-# entries for a take leaves a token (a page, a give-back, a reclaim, the settle job, a take that
-# leaves entries), so an empty take after each blocking wait's timeout found nothing but cost a
-# script call a workload a second. This look covers what no token announces: a token taken by a
-# worker killed before its take, and dispatchers older than the tokens.
-LOOK_EVERY = 5.0
 
 
 class Intake:

@@ -168,7 +168,7 @@ class StatusReads(NamedTuple):
     dispatchers: list[DispatcherBeat]
     overview: Overview
     errors: dict[str, dict[str, Any]]  # as Store.error_groups
-    shared_freshness: dict[str, Any] | None  # as Store.shared_sample
+    shared_freshness: dict[str, Any] | None  # the sample another process shared (share_sample), if any
 
 
 def _alive(members: list[str], raws: list[Any], record: type[B]) -> list[B]:
@@ -1161,10 +1161,6 @@ class Store:
 
     def live_dispatchers(self) -> list[DispatcherBeat]:
         return self._live(self.keys.dispatchers, self.keys.dispatcher_heartbeat, DispatcherBeat)
-
-    def shared_sample(self) -> dict[str, Any] | None:
-        """The freshness sample another process took less than its TTL ago, if any."""
-        return _sample_from(self.client.get(self.keys.freshness))
 
     def share_sample(self, sample: dict[str, Any], ttl_ms: int) -> None:
         self.client.set(self.keys.freshness, json.dumps(sample), px=ttl_ms)
