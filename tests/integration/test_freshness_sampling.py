@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import json
 
-import pymysql
-import redis
-
 from bench.pollcost import handler_reads, status_overhead
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.views.status import OVERDUE_DETAIL, SAMPLED_COUNT_CAP, Sampler, freshness
-from tests.support.helpers import TEST_LEADER, dispatch_all, make_store, query, scalar, seed_rows
+from tests.support.helpers import TEST_LEADER, dispatch_all, make_store, query, round_trips, scalar, seed_rows
 from tests.support.servers import RedisCluster
 
 
@@ -102,30 +99,13 @@ def test_a_sample_costs_a_few_round_trips_whatever_it_shows(make_settings, monke
     sampler = Sampler(settings, db, store)
     sampler.sample()  # the first also takes the slow counts (rows, failing; every 30 s)
     store.client.delete(store.keys.freshness)  # the next sample takes the freshness pass itself
-    counted = {"mysql": 0, "redis": 0}
-
-    def counting(kind: str, method):
-        def call(*args, **kwargs):
-            counted[kind] += 1
-            return method(*args, **kwargs)
-
-        return call
-
-    monkeypatch.setattr(
-        pymysql.connections.Connection, "query", counting("mysql", pymysql.connections.Connection.query)
-    )
-    monkeypatch.setattr(
-        redis.connection.AbstractConnection,
-        "send_packed_command",
-        counting("redis", redis.connection.AbstractConnection.send_packed_command),
-    )
+    sent = round_trips(monkeypatch)
     facts = sampler.sample()
     assert facts.one_shot is not None and facts.one_shot.pending == 50
     assert (facts.live_workers, facts.live_dispatchers) == (2, 1)
-    assert counted == {"mysql": 2, "redis": 3}, counted  # the third: the freshness shared (SET)
-    counted.update(mysql=0, redis=0)
+    assert sent() == {"mysql": 2, "redis": 3}, sent()  # the third: the freshness shared (SET)
     sampler.sample()  # within SHARE_MS: the shared freshness is read with the rest
-    assert counted == {"mysql": 1, "redis": 2}, counted
+    assert sent() == {"mysql": 3, "redis": 5}, sent()
     db.close()
 
 

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-
-import pymysql
 
 from recheck.commands.init_db import init_db
 from recheck.dispatcher.dispatcher import END, DuePusher
@@ -26,6 +23,7 @@ from tests.support.helpers import (
     only_workload,
     query,
     recheck,
+    round_trips,
     scalar,
     seed_rows,
     take_lease,
@@ -427,11 +425,11 @@ def test_one_statement_asks_every_sweep_on_a_server_and_only_the_overdue_read_ag
     sweepers[0].also(priority, lambda: END)
     probe = SweepProbe(Database(settings))
     probe.probe.db.query("SELECT 1")  # connected (a session's setup is statements too)
-    statements = count_statements(monkeypatch)
+    sent = round_trips(monkeypatch)
     probe.mark(sweepers)
-    assert statements() == 1
+    assert sent()["mysql"] == 1
     assert [s.clear for s in sweepers] == [{0}, {0}, set()]  # the rest's pass of the first, the second
-    assert sweepers[1].run_once() == 0 and statements() == 1  # told clear: no read of its own
+    assert sweepers[1].run_once() == 0 and sent()["mysql"] == 1  # told clear: no read of its own
     assert sweepers[0].run_once() == 1  # the priority row, by its own pass
     assert sweepers[2].run_once() == 1
     assert all(s.clear == set() for s in sweepers)  # each run uses the probe's word once
@@ -439,16 +437,3 @@ def test_one_statement_asks_every_sweep_on_a_server_and_only_the_overdue_read_ag
     assert [s.clear for s in sweepers] == [{0}, {0}, set()]  # queued, not overdue behind the cursor:
     assert sweepers[2].run_once() == 0  # ... the third reads (in flight: nothing pushed again)
     probe.close()
-
-
-def count_statements(monkeypatch) -> Callable[[], int]:
-    """Statements sent to MySQL by any connection from now on (a count to read)."""
-    sent = [0]
-    real = pymysql.connections.Connection.query
-
-    def query_counted(self, *args, **kwargs):
-        sent[0] += 1
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(pymysql.connections.Connection, "query", query_counted)
-    return lambda: sent[0]

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pymysql
+import redis
 
 from recheck.commands.init_db import init_db
 from recheck.commands.seed import seed
@@ -218,3 +219,21 @@ def counted_rate(counter, seconds: float, enough: float = 0.0, windows: int = 1)
     `seconds`, after the first 50 (workers started); with `windows` > 1, best_rate's best window."""
     wait_for(lambda: int(counter.get("test:done") or 0) >= 50, 20, "the first checks")
     return best_rate(lambda: int(counter.get("test:done")), seconds, enough, windows)
+
+
+def round_trips(monkeypatch) -> Callable[[], dict[str, int]]:
+    """Round trips every connection of this process sends from now on, as {"mysql": n, "redis":
+    n} (a statement; a command or a whole pipeline), to read as often as wanted."""
+    sent = {"mysql": 0, "redis": 0}
+    for kind, owner, name in (
+        ("mysql", pymysql.connections.Connection, "query"),
+        ("redis", redis.connection.AbstractConnection, "send_packed_command"),
+    ):
+        real = getattr(owner, name)
+
+        def counted(*args, kind=kind, real=real, **kwargs):
+            sent[kind] += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counted)
+    return lambda: dict(sent)

@@ -12,13 +12,20 @@ import urllib.request
 from prometheus_client import CollectorRegistry, Counter
 
 from recheck.shared.process.metrics import serve
-from tests.support.servers import free_port
+from tests.support.servers import free_port, wait_for
 
 
 def voluntary_switches(thread: threading.Thread) -> int:
     with open(f"/proc/self/task/{thread.native_id}/status") as status:
         line = next(line for line in status if line.startswith("voluntary_ctxt_switches:"))
     return int(line.split()[1])
+
+
+def waiting(thread: threading.Thread) -> bool:
+    """The thread woke for nothing in the last 0.1 s (the scrape's accept is over)."""
+    before = voluntary_switches(thread)
+    time.sleep(0.1)
+    return voluntary_switches(thread) == before
 
 
 def test_the_metrics_server_answers_and_sleeps_between_scrapes():
@@ -31,9 +38,9 @@ def test_the_metrics_server_answers_and_sleeps_between_scrapes():
     assert thread.name == "metrics" and thread.daemon
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
         assert reply.status == 200 and "recheck_probe_total 3.0" in reply.read().decode()
-    time.sleep(0.2)  # the scrape's own wake-ups are over
+    wait_for(lambda: waiting(thread), 5, "the server's loop back in its wait after the scrape")
     woken = voluntary_switches(thread)
-    time.sleep(1.5)  # three polls of prometheus_client's server
+    time.sleep(1.5)  # the window: three polls of prometheus_client's server
     assert voluntary_switches(thread) - woken == 0
     assert not serve("127.0.0.1", port, registry)  # in use: said once, not fatal
 
