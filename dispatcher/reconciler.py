@@ -161,8 +161,11 @@ class Reclaimer(Job):
         reclaimed = quarantined = 0
         holdings: dict[str, list[int]] = {}  # a dead worker's, in each partition, read once a run
         for partition in range(self.store.count):  # each partition of the workload (one when unpartitioned)
-            reclaimed += self.reclaim_part(partition, holdings)
-            quarantined += self.quarantine_pending(partition)
+            look = self.store.reclaim_look(partition)
+            held, poisoned = self.reclaim_part(partition, look.gone, holdings)
+            reclaimed += held
+            # Ids set aside by this run's reclaims are parked now too: read again (rare)
+            quarantined += self.quarantine_pending(partition, None if poisoned else look.pending)
         return reclaimed, quarantined
 
     def split_ways(self, partition: int, worker: str, holdings: dict[str, list[int]]) -> int:
@@ -182,14 +185,19 @@ class Reclaimer(Job):
         # a moment before, should a stopped worker have run on in between).
         return max(1, reclaim_split(shares[partition], sum(shares), SPLIT_WAYS))
 
-    def reclaim_part(self, partition: int, holdings: dict[str, list[int]]) -> int:
-        reclaimed = 0
-        for worker in self.store.worker_ids(partition):
+    def reclaim_part(
+        self, partition: int, gone: list[str], holdings: dict[str, list[int]]
+    ) -> tuple[int, int]:
+        """What the workers whose heartbeat has gone held in this partition, given back:
+        (ids reclaimed, of which set aside for quarantine)."""
+        reclaimed = set_aside = 0
+        for worker in gone:
             ways = self.split_ways(partition, worker, holdings)
             result = self.store.reclaim(partition, worker, self.workload.max_reclaims, ways, SPLIT_WAYS)
             if result:
                 held, poisoned = result
                 reclaimed += held
+                set_aside += poisoned
                 dispatcher_metrics(self.workload.name).reclaimed.inc(held)
                 log.warning(
                     "%sworker %s stopped heartbeating; reclaimed %d ids (%d to quarantine)",
@@ -198,11 +206,13 @@ class Reclaimer(Job):
                     held,
                     poisoned,
                 )
-        return reclaimed
+        return reclaimed, set_aside
 
-    def quarantine_pending(self, partition: int) -> int:
-        """Park ids that killed workers again and again: MySQL first, then Redis lets go."""
-        pending = self.store.pending_quarantine(partition)
+    def quarantine_pending(self, partition: int, pending: dict[bytes, bytes] | None = None) -> int:
+        """Park ids that killed workers again and again: MySQL first, then Redis lets go.
+        pending: the ids set aside as read before (None: read them now)."""
+        if pending is None:
+            pending = self.store.pending_quarantine(partition)
         if not pending:
             return 0
         keys = self.keys

@@ -196,7 +196,8 @@ class DispatcherService(Service):
     def share(self) -> tuple[int, int]:
         """(live dispatchers, how many workloads each should lead). Every dispatcher serves every
         workload and registers in each one's registry: the live ones are those any registry has."""
-        live = {d.id for lane in self.lanes for d in lane.store.live_dispatchers()}
+        registries = Store.live_dispatchers_of([lane.store for lane in self.lanes])
+        live = {d.id for beats in registries for d in beats}
         return max(1, len(live)), math.ceil(len(self.lanes) / max(1, len(live)))
 
     def take_free_leases(self) -> None:

@@ -152,6 +152,13 @@ class Settled(NamedTuple):
         return self.before != self.now
 
 
+class ReclaimLook(NamedTuple):
+    """What the reclaimer reads of a partition before it reclaims anything (Store.reclaim_look)."""
+
+    gone: list[str]  # registered workers whose heartbeat has expired, in order
+    pending: dict[bytes, bytes]  # id -> entry of ids set aside to be parked in MySQL
+
+
 class Overview(NamedTuple):
     queue_depth: int
     suspects: int
@@ -827,6 +834,25 @@ class Store:
         )  # fmt: skip
         return (int(result[0]), int(result[1])) if result else None
 
+    def reclaim_look(self, partition: int) -> ReclaimLook:
+        """A partition's registered workers whose heartbeat has gone, and the ids set aside for
+        quarantine: two round trips whatever the number of workers (one with none registered),
+        where a reclaim.lua call per worker found most of them alive. reclaim.lua checks the
+        heartbeat again: a worker whose heartbeat lapses after this is reclaimed next run."""
+        k = self.partitions[partition]
+        pipe = self.client.pipeline(transaction=False)
+        pipe.smembers(k.workers)
+        pipe.hgetall(k.quarantine)
+        members, pending = pipe.execute()
+        workers = sorted(w.decode() for w in members)
+        if not workers:
+            return ReclaimLook([], pending)
+        pipe = self.client.pipeline(transaction=False)
+        for worker in workers:
+            pipe.exists(k.heartbeat(worker))
+        alive = pipe.execute()
+        return ReclaimLook([w for w, beating in zip(workers, alive, strict=True) if not beating], pending)
+
     def pending_quarantine(self, partition: int) -> dict[bytes, bytes]:
         """id -> entry of ids the reclaimer set aside to be parked in MySQL."""
         found: dict[bytes, bytes] = self.client.hgetall(self.partitions[partition].quarantine)
@@ -1161,6 +1187,26 @@ class Store:
 
     def live_dispatchers(self) -> list[DispatcherBeat]:
         return self._live(self.keys.dispatchers, self.keys.dispatcher_heartbeat, DispatcherBeat)
+
+    @staticmethod
+    def live_dispatchers_of(stores: Sequence[Store]) -> list[list[DispatcherBeat]]:
+        """Each store's live dispatchers (as _live reads them): two round trips per Redis client
+        for all of them, every registry's members in one pipeline, then their heartbeats (one
+        MGET per store: one slot), not two per store."""
+        found: dict[int, list[DispatcherBeat]] = {}
+        for group in by_client(stores, lambda store: store):
+            pipe = group[0].client.pipeline(transaction=False)
+            for store in group:
+                pipe.smembers(store.keys.dispatchers)
+            members = [sorted(m.decode() for m in reply) for reply in pipe.execute()]
+            pipe = group[0].client.pipeline(transaction=False)
+            for store, names in zip(group, members, strict=True):
+                if names:
+                    pipe.mget([store.keys.dispatcher_heartbeat(name) for name in names])
+            raws = iter(pipe.execute())
+            for store, names in zip(group, members, strict=True):
+                found[id(store)] = _alive(names, next(raws), DispatcherBeat) if names else []
+        return [found[id(store)] for store in stores]
 
     def share_sample(self, sample: dict[str, Any], ttl_ms: int) -> None:
         self.client.set(self.keys.freshness, json.dumps(sample), px=ttl_ms)

@@ -11,8 +11,9 @@ from recheck.shared.core.entries import datetime_to_ms, make_entry, parse_entrie
 from recheck.shared.core.records import DispatcherBeat, WorkerBeat
 from recheck.shared.mysql.db import Database
 from recheck.shared.process.presence import Presence
+from recheck.shared.redis.connection import connect_redis
 from recheck.shared.redis.keys import Keys
-from recheck.shared.redis.store import GROUP_CHUNK
+from recheck.shared.redis.store import GROUP_CHUNK, Store, open_store
 from tests.support import checks
 from tests.support.clock import ManualClock
 from tests.support.helpers import (
@@ -202,6 +203,31 @@ def test_an_idle_reclaimer_reads_the_in_flight_hash_again_only_after_a_push(sett
     clock.now += 1
     assert reclaimer.run_once() == (1, 0)  # well before IDLE_RECLAIM_EVERY
     assert len(reads) == 3
+
+
+def test_a_reclaimers_look_costs_two_round_trips_whatever_the_number_of_live_workers(
+    settings, rds, monkeypatch
+):
+    """A run that looks at the workers read their registry and the ids set aside for quarantine
+    together, then every heartbeat together; reclaim.lua runs for the dead ones only (it was a
+    call per registered worker, live ones too: eight replicas, eight round trips every run)."""
+    keys = Keys(settings.deployment.key_prefix)
+    store = make_store(settings)
+    assert store.hold_lease(TEST_LEADER, 60_000) == TEST_LEADER
+    assert store.push(TEST_LEADER, [make_entry(7, 1000)]).pushed == 1
+    for worker in ("w0", "w1", "w2", "w3", "dead"):
+        Presence(store, "worker", worker, 60).publish(WorkerBeat(id=worker))
+    assert len(store.take("dead", 10).entries) == 1
+    rds.delete(keys.heartbeat("dead"))
+    reclaimer = Reclaimer(settings, Database(settings), store, clock=ManualClock())
+    reclaimer.forget_due = float("inf")  # the dispatchers' registry is another test's
+    assert store.reclaim(0, "w0", 3, 8) is None  # reclaim.lua loaded: the test counts its calls
+    sent = round_trips(monkeypatch)
+    assert reclaimer.run_once() == (1, 0)
+    assert sent()["redis"] == 3  # the look, the heartbeats, the dead worker's reclaim.lua
+    assert reclaimer.run_once() == (0, 0)  # the reclaimed id in flight: the workers looked at again
+    assert sent()["redis"] == 6  # the in-flight hash, the look, the heartbeats: none for the live ones
+    assert rds.smembers(keys.workers) == {b"w0", b"w1", b"w2", b"w3"}
 
 
 def test_the_sweep_redispatches_overdue_rows_nothing_holds(settings, sql, rds):
@@ -398,6 +424,22 @@ def test_the_reclaimer_forgets_dead_dispatchers_once_a_minute(settings, rds, mon
     clock.now += 1
     reclaimer.run_once()
     assert len(calls) == 2
+
+
+def test_every_workloads_live_dispatchers_are_read_in_two_round_trips(settings, rds, monkeypatch):
+    """A dispatcher shares the leases out from the live dispatchers of every workload's registry
+    (DispatcherService.share, every RECHECK_LEADER_TTL): a registry and its heartbeats were two
+    round trips per workload, twenty for ten idle job tables; now two in all, per Redis."""
+    client = connect_redis(settings.deployment)  # a dispatcher's workloads share its client
+    stores = [open_store(client, settings.evolve(key_prefix=f"share{i}")) for i in range(3)]
+    for store, members in zip(stores, (["d-a", "d-b"], ["d-a", "d-killed"], []), strict=True):
+        for member in members:
+            Presence(store, "dispatcher", member, 60).publish(DispatcherBeat(id=member))
+    rds.delete(Keys("share1").dispatcher_heartbeat("d-killed"))
+    sent = round_trips(monkeypatch)
+    live = Store.live_dispatchers_of(stores)
+    assert [[beat.id for beat in beats] for beats in live] == [["d-a", "d-b"], ["d-a"], []]
+    assert sent()["redis"] == 2
 
 
 def test_one_statement_asks_every_sweep_on_a_server_and_only_the_overdue_read_again(
