@@ -559,22 +559,6 @@ FROM (
     ORDER BY {due}
     LIMIT %(cap)s) AS due_rows
 
--- name: due_ahead_unchecked
--- Rows never checked whose due time is more than their interval ahead: rows are due at once when
--- inserted, so these were most likely inserted from a session in another time zone (a DATETIME
--- default of CURRENT_TIMESTAMP is the session's local time). Looks at the %(cap)s rows due soonest
--- beyond one (workload) interval, through the due index; parked rows (year 9999) are not counted.
-SELECT COUNT(*)
-FROM (
-    SELECT {checked}, {due}, {row_interval_us} AS every_us
-    FROM {table}
-    WHERE {due} > NOW(3) + INTERVAL %(interval_us)s MICROSECOND
-      AND {due} < {parked_from}
-    ORDER BY {due}
-    LIMIT %(cap)s) AS ahead
-WHERE ahead.{checked} IS NULL
-  AND ahead.{due} > NOW(3) + INTERVAL ahead.every_us MICROSECOND
-
 -- name: overdue_rows
 -- The oldest rows overdue by more than 1 s (at most %(limit)s, through the due index): each one's
 -- due time (ms, as queue entries carry it), how late it is and its own interval (us), so that
@@ -613,6 +597,32 @@ WHERE ({checked} IS NULL OR {checked} < NOW(3) - INTERVAL %(age_us)s MICROSECOND
 SELECT {id}, {fails}, {error} FROM {table}
 WHERE {fails} > 0 AND {due} < {parked_from}
 LIMIT %(limit)s
+
+-- name: slow_counts
+-- The counts a status sample takes every 30 s, in one statement: the rows (a scan of the
+-- smallest index); rows never checked whose due time is more than their interval ahead (rows are
+-- due at once when inserted, so these were most likely inserted from a session in another time
+-- zone: a DATETIME default of CURRENT_TIMESTAMP is the session's local time), of the %(cap)s rows
+-- due soonest beyond one (workload) interval, through the due index, parked rows (year 9999) not
+-- counted; and rows whose last check failed (a scan, as count_failing), up to %(cap)s. Three statements before: ten idle workloads' samples cost a
+-- statement a second for these alone. Scalar subqueries over derived tables with their own
+-- LIMIT, as row_counts: MySQL 8 and MariaDB both take them.
+SELECT (SELECT COUNT(*) FROM {table}),
+       (SELECT COUNT(*)
+        FROM (
+            SELECT {checked}, {due}, {row_interval_us} AS every_us
+            FROM {table}
+            WHERE {due} > NOW(3) + INTERVAL %(interval_us)s MICROSECOND
+              AND {due} < {parked_from}
+            ORDER BY {due}
+            LIMIT %(cap)s) AS ahead
+        WHERE ahead.{checked} IS NULL
+          AND ahead.{due} > NOW(3) + INTERVAL ahead.every_us MICROSECOND),
+       (SELECT COUNT(*) FROM (
+            SELECT 1 FROM {table}
+            WHERE {fails} > 0 AND {due} < {parked_from}
+            LIMIT %(cap)s
+        ) AS failing)
 
 -- name: count_failing
 -- Rows whose last check failed (not quarantined), counted up to %(cap)s. A scan of the table

@@ -62,6 +62,14 @@ class RowCounts(NamedTuple):
     pending: int  # one-shot rows still to do, up to the cap asked for (0 when not asked)
 
 
+class SlowCounts(NamedTuple):
+    """The counts that scan the table, as a status sample takes them (queries.sql slow_counts)."""
+
+    rows: int
+    due_ahead_unchecked: int  # up to the cap asked for
+    failing: int  # up to the cap asked for
+
+
 class KeyState(NamedTuple):
     """What an action needs to know of a row: parked, and how."""
 
@@ -398,11 +406,13 @@ class Rows:
     def count(self) -> int:
         return int(self.db.scalar(self.queries.count_rows))
 
-    def due_ahead_unchecked(self, cap: int) -> int:
-        """Rows never checked due more than their interval ahead (of the `cap` rows due soonest
-        beyond one interval): inserted from a session in another time zone, most likely."""
+    def slow_counts(self, cap: int) -> SlowCounts:
+        """The rows, those never checked due more than their interval ahead (inserted from a
+        session in another time zone, most likely) and those whose last check failed, both up
+        to `cap`: one statement."""
         args = {"cap": cap, **interval_params(self.workload)}
-        return int(self.db.scalar(self.queries.due_ahead_unchecked, args))
+        (rows, ahead, failing), *_ = self.db.query(self.queries.slow_counts, args)
+        return SlowCounts(int(rows), int(ahead), int(failing))
 
     def group_limits(self) -> list[tuple[str, Any, Any, Any]]:
         """(group as the group lists name it, rate, room, weight) of the group limits table."""

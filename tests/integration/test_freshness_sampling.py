@@ -12,7 +12,7 @@ import json
 from bench.pollcost import handler_reads, status_overhead
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rows import Rows
-from recheck.shared.views.status import OVERDUE_DETAIL, SAMPLED_COUNT_CAP, Sampler, freshness
+from recheck.shared.views.status import OVERDUE_DETAIL, SAMPLED_COUNT_CAP, SLOW_EVERY, Sampler, freshness
 from tests.support.helpers import TEST_LEADER, dispatch_all, make_store, query, round_trips, scalar, seed_rows
 from tests.support.servers import RedisCluster
 
@@ -106,6 +106,17 @@ def test_a_sample_costs_a_few_round_trips_whatever_it_shows(make_settings, monke
     assert sent() == {"mysql": 2, "redis": 3}, sent()  # the third: the freshness shared (SET)
     sampler.sample()  # within SHARE_MS: the shared freshness is read with the rest
     assert sent() == {"mysql": 3, "redis": 5}, sent()
+    # Every 30 s the counts that scan the table: the rows, due ahead and failing in one more
+    # statement; no failing row, so no list of them (four statements before).
+    sampler._slow_at = -SLOW_EVERY
+    facts = sampler.sample()
+    assert (facts.rows, facts.failing_rows, facts.due_ahead_unchecked, facts.failing) == (50, 0, 0, [])
+    assert sent() == {"mysql": 5, "redis": 7}, sent()
+    db.execute("UPDATE user_block_status SET fail_count = 2, last_error = 'boom' WHERE user_id = 7")
+    sampler._slow_at = -SLOW_EVERY
+    facts = sampler.sample()
+    assert facts.failing_rows == 1 and [row["id"] for row in facts.failing] == ["7"]
+    assert sent()["mysql"] == 5 + 1 + 3  # the update; then the counts, the slow counts, the list
     db.close()
 
 
