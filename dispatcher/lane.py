@@ -97,14 +97,11 @@ class DispatchLane:
                 DuePusher(s, own_db(), self.store, self.service.id, priority=True), lambda: first.cursor
             )
         self.asked = AskedPusher(DuePusher(s, own_db(), self.store, self.service.id))
-        self.settler = Settler(s, self.store, self.service.id)
+        reclaimer = Reclaimer(s, own_db(), self.store, pushes=lambda: (self.store.pushes, self.lease.gained))
+        self.settler = Settler(s, self.store, self.service.id, quiet=reclaimer.quiet)
         jobs = {
             "settle": (self.settler, SETTLE_EVERY, True),
-            "reclaim": (
-                Reclaimer(s, own_db(), self.store, pushes=lambda: (self.store.pushes, self.lease.gained)),
-                s.deployment.reclaim_interval,
-                True,
-            ),
+            "reclaim": (reclaimer, s.deployment.reclaim_interval, True),
             "sweep": (sweeper, s.deployment.sweep_interval, True),
             "orphans": (OrphanCollector(s, own_db(), self.store), s.deployment.orphan_interval, True),
             "housekeeping": (Housekeeper(s, own_db(), self.store), s.deployment.orphan_interval, True),
@@ -190,7 +187,7 @@ class DispatchLane:
         """A new leader's lists made right for its ordering before its first push (Settler).
         An outage midway: the next poll settles again (it pushes nothing before); the lease lost
         meanwhile: NotLeader, as a push would raise (nothing moved without it)."""
-        self.settler.run_once()
+        self.settler.settle()
         self.unsettled = False
 
     def beat(self) -> DispatcherBeat:

@@ -62,12 +62,22 @@ class Settler:
     one line), then every SETTLE_EVERY seconds for entries given back since into another
     ordering's lists by a worker whose settings differ (a line when it finds any)."""
 
-    def __init__(self, workload: Workload, store: Store, owner: str):
+    def __init__(
+        self, workload: Workload, store: Store, owner: str, quiet: Callable[[], bool] = lambda: False
+    ):
+        """quiet: whether nothing can have been given back since the last run (Reclaimer.quiet:
+        nothing was in flight, so nothing in any list, and nothing pushed since): the job's run
+        then reads nothing. A new leader's settle (the lane's) runs whatever it says."""
         self.workload = workload
         self.store = store
         self.owner = owner
+        self.quiet = quiet
 
     def run_once(self) -> int:
+        """The job's run: settle, unless nothing can have changed since (quiet)."""
+        return 0 if self.quiet() else self.settle()
+
+    def settle(self) -> int:
         """Entries moved or released; NotLeader if the lease went meanwhile (nothing moved). The
         change of ordering is said by whichever call finds it first (the new leader's, or this
         job's should it run between the lease and the first page)."""
@@ -135,6 +145,12 @@ class Reclaimer(Job):
         self.pushes = pushes
         self.empty_at: object = None  # `pushes` when the in-flight hash was last seen empty
         self.forget_due = 0.0  # when dead dispatchers are next removed from the registry
+
+    def quiet(self) -> bool:
+        """The in-flight hash was empty at a run, and nothing was pushed since (nor has this
+        dispatcher come to lead again): no entry is queued or held anywhere, in any list."""
+        seen = self.pushes()
+        return seen is not None and seen == self.empty_at
 
     def run_once(self) -> tuple[int, int]:
         """Returns (ids reclaimed, ids quarantined) in this run. With nothing in flight no worker

@@ -6,7 +6,14 @@ import threading
 
 from recheck.commands.init_db import init_db
 from recheck.dispatcher.dispatcher import END, DuePusher
-from recheck.dispatcher.reconciler import FORGET_EVERY, OrphanCollector, Reclaimer, Sweeper, SweepProbe
+from recheck.dispatcher.reconciler import (
+    FORGET_EVERY,
+    OrphanCollector,
+    Reclaimer,
+    Settler,
+    Sweeper,
+    SweepProbe,
+)
 from recheck.shared.core.entries import datetime_to_ms, make_entry, parse_entries
 from recheck.shared.core.records import DispatcherBeat, WorkerBeat
 from recheck.shared.mysql.db import Database
@@ -228,6 +235,28 @@ def test_a_reclaimers_look_costs_two_round_trips_whatever_the_number_of_live_wor
     assert reclaimer.run_once() == (0, 0)  # the reclaimed id in flight: the workers looked at again
     assert sent()["redis"] == 6  # the in-flight hash, the look, the heartbeats: none for the live ones
     assert rds.smembers(keys.workers) == {b"w0", b"w1", b"w2", b"w3"}
+
+
+def test_the_settle_job_reads_nothing_while_nothing_can_have_been_given_back(settings, monkeypatch):
+    """Entries reach another ordering's lists only when a worker gives back what it holds: with
+    the in-flight hash seen empty by the reclaimer and nothing pushed since, nothing is held or
+    queued anywhere, and the settle job (every 5 s per workload) reads nothing. A push, and it
+    settles again; a new leader's settle runs whatever the job would say."""
+    store = make_store(settings)
+    assert store.hold_lease(TEST_LEADER, 60_000) == TEST_LEADER
+    clock = ManualClock()
+    reclaimer = Reclaimer(settings, Database(settings), store, clock=clock, pushes=lambda: store.pushes)
+    settler = Settler(settings, store, TEST_LEADER, quiet=reclaimer.quiet)
+    assert settler.run_once() == 0  # not known to be quiet yet: it settles
+    reclaimer.run_once()  # the workers looked at
+    clock.now += 1
+    reclaimer.run_once()  # the in-flight hash read: empty
+    sent = round_trips(monkeypatch)
+    assert settler.run_once() == 0 and sent()["redis"] == 0
+    assert settler.settle() == 0 and sent()["redis"] == 1  # the lane's, as a new leader
+    assert store.push(TEST_LEADER, [make_entry(7, 1000)]).pushed == 1
+    before = sent()["redis"]
+    assert settler.run_once() == 0 and sent()["redis"] == before + 1
 
 
 def test_the_sweep_redispatches_overdue_rows_nothing_holds(settings, sql, rds):
