@@ -1191,8 +1191,8 @@ class Store:
     @staticmethod
     def live_dispatchers_of(stores: Sequence[Store]) -> list[list[DispatcherBeat]]:
         """Each store's live dispatchers (as _live reads them): two round trips per Redis client
-        for all of them, every registry's members in one pipeline, then their heartbeats (one
-        MGET per store: one slot), not two per store."""
+        for all of them, every registry's members in one pipeline, then every heartbeat in one
+        (a GET each: a cluster's pipelines refuse MGET), not two per store."""
         found: dict[int, list[DispatcherBeat]] = {}
         for group in by_client(stores, lambda store: store):
             pipe = group[0].client.pipeline(transaction=False)
@@ -1201,11 +1201,11 @@ class Store:
             members = [sorted(m.decode() for m in reply) for reply in pipe.execute()]
             pipe = group[0].client.pipeline(transaction=False)
             for store, names in zip(group, members, strict=True):
-                if names:
-                    pipe.mget([store.keys.dispatcher_heartbeat(name) for name in names])
+                for name in names:
+                    pipe.get(store.keys.dispatcher_heartbeat(name))
             raws = iter(pipe.execute())
             for store, names in zip(group, members, strict=True):
-                found[id(store)] = _alive(names, next(raws), DispatcherBeat) if names else []
+                found[id(store)] = _alive(names, [next(raws) for _ in names], DispatcherBeat)
         return [found[id(store)] for store in stores]
 
     def share_sample(self, sample: dict[str, Any], ttl_ms: int) -> None:

@@ -37,7 +37,7 @@ from tests.support.helpers import (
     take_lease,
     workload,
 )
-from tests.support.servers import wait_for
+from tests.support.servers import RedisCluster, wait_for
 
 
 def job(cls, settings):
@@ -469,6 +469,32 @@ def test_every_workloads_live_dispatchers_are_read_in_two_round_trips(settings, 
     live = Store.live_dispatchers_of(stores)
     assert [[beat.id for beat in beats] for beats in live] == [["d-a", "d-b"], ["d-a"], []]
     assert sent()["redis"] == 2
+
+
+def test_the_reads_made_together_work_on_a_redis_cluster(make_settings, tmp_path):
+    """The sharing's and the reclaimer's reads on a cluster, whose pipelines split by node and
+    refuse some commands (MGET): registries and heartbeats of workloads in slots of their own,
+    every partition of a partitioned one."""
+    cluster = RedisCluster(tmp_path / "cluster", masters=3, replicas=0)
+    cluster.start()
+    try:
+        settings = make_settings(partitions=4, redis_url=f"redis://127.0.0.1:{cluster.nodes[0].port}/0")
+        client = connect_redis(settings.deployment)
+        stores = [open_store(client, settings.evolve(key_prefix=f"share{i}")) for i in range(3)]
+        for store, members in zip(stores, (["d-a", "d-b"], ["d-a", "d-killed"], []), strict=True):
+            for member in members:
+                Presence(store, "dispatcher", member, 60).publish(DispatcherBeat(id=member))
+        client.delete(stores[1].keys.dispatcher_heartbeat("d-killed"))
+        live = Store.live_dispatchers_of(stores)
+        assert [[beat.id for beat in beats] for beats in live] == [["d-a", "d-b"], ["d-a"], []]
+        store = stores[0]
+        for worker in ("w0", "dead"):
+            Presence(store, "worker", worker, 60).publish(WorkerBeat(id=worker))
+        for k in store.partitions:
+            client.delete(k.heartbeat("dead"))
+        assert [store.reclaim_look(p).gone for p in range(4)] == [["dead"]] * 4
+    finally:
+        cluster.kill()
 
 
 def test_one_statement_asks_every_sweep_on_a_server_and_only_the_overdue_read_again(
