@@ -19,7 +19,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -43,8 +43,6 @@ from recheck.shared.redis.store import Store, by_client
 from recheck.shared.workloads import read_workloads
 
 log = logging.getLogger(__name__)
-
-JOB_SPREAD = 1.0  # seconds over which the job groups' phases are spread (job_phases)
 
 
 class DispatcherService(Service):
@@ -90,12 +88,10 @@ class DispatcherService(Service):
             serve_metrics(self.deployment.metrics_host, self.deployment.metrics_port)
             self.dashboard.start()
         if not self.scheduler.running:
-            groups, now = self.job_groups(), datetime.now(UTC)
-            phases = job_phases(len(groups))
-            for ((name, period, server), runners), phase in zip(groups.items(), phases, strict=True):
-                first = now + timedelta(seconds=period + phase)
-                self.scheduler.add_job(functools.partial(run_in_turn, runners), "interval", seconds=period,
-                                       id=f"{name}@{server}", start_date=first)  # fmt: skip
+            for (name, period, server), runners in self.job_groups().items():
+                self.scheduler.add_job(
+                    functools.partial(run_in_turn, runners), "interval", seconds=period, id=f"{name}@{server}"
+                )
             # The heartbeat on the scheduler's thread, not in the dispatch loop (DispatchLane.beat).
             self.scheduler.add_job(self.beat, "interval", seconds=self.deployment.heartbeat_interval,
                                    id="heartbeat", next_run_time=datetime.now(UTC))  # fmt: skip
@@ -277,15 +273,6 @@ class DispatcherService(Service):
             lane.life.attempt(lane.presence.withdraw)
             where = f" ({lane.name})" if len(self.lanes) > 1 else ""
             log.info("dispatcher %s stopped%s: %d ids dispatched", self.id, where, lane.dispatched())
-
-
-def job_phases(count: int, spread: float = JOB_SPREAD) -> list[float]:
-    """Seconds each of `count` job groups starts after its first period, evenly apart within
-    `spread`, none at 0 (the heartbeat's). The periods are whole seconds by default (1, 2, 5, 30):
-    started together, the heartbeat, reclaim and monitor fired in the same millisecond every
-    second, the sweep with them every other, each in a thread of its own, and the threads
-    handed the GIL to each other (strace: a dozen futex calls a job, a job a few round trips)."""
-    return [spread * (i + 1) / (count + 1) for i in range(count)]
 
 
 def run_in_turn(runners: list[Callable[[], None]]) -> None:
