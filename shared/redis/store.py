@@ -1186,7 +1186,7 @@ class Store:
         return self._live(self.keys.workers, self.keys.heartbeat, WorkerBeat)
 
     def live_dispatchers(self) -> list[DispatcherBeat]:
-        return self._live(self.keys.dispatchers, self.keys.dispatcher_heartbeat, DispatcherBeat)
+        return Store.live_dispatchers_of([self])[0]
 
     @staticmethod
     def live_dispatchers_of(stores: Sequence[Store]) -> list[list[DispatcherBeat]]:

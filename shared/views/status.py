@@ -126,7 +126,7 @@ def gather(
     the range of the rows' intervals). sampled: taken again and again (counts capped at
     SAMPLED_COUNT_CAP, the sample shared). rows: the workload's on `db`, if the caller keeps one
     (rendering its statements was a sixth of a sample's CPU)."""
-    rows = rows or Rows(workload, db)
+    rows = rows if rows is not None else Rows(workload, db)
     # Round trips, not bytes, are what a sample costs a process that samples at rest (each wakes
     # a thread): the counts in one statement beside the freshness pass, Redis' facts in two.
     # MySQL first: with both servers refusing, the first error said is MySQL's, as it always was.
