@@ -605,8 +605,9 @@ LIMIT %(limit)s
 -- zone: a DATETIME default of CURRENT_TIMESTAMP is the session's local time), of the %(cap)s rows
 -- due soonest beyond one (workload) interval, through the due index, parked rows (year 9999) not
 -- counted; and rows whose last check failed (a scan, as count_failing), up to %(cap)s. Three
--- statements before: ten idle workloads' samples cost a statement a second for these alone. Scalar subqueries over derived tables with their own
--- LIMIT, as row_counts: MySQL 8 and MariaDB both take them.
+-- statements before: ten idle workloads' samples cost a statement a second for these alone.
+-- Scalar subqueries over derived tables with their own LIMIT, as row_counts: MySQL 8 and
+-- MariaDB both take them.
 SELECT (SELECT COUNT(*) FROM {table}),
        (SELECT COUNT(*)
         FROM (
