@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 
 from recheck.shared.config import DEFAULT_WORKLOAD, Workload, redact_url
 from recheck.shared.core.failures import Recent, failing
@@ -243,10 +244,13 @@ class Sampler:
     from the cluster-wide counters and lateness percentiles from the histograms workers
     publish, both since the last sample."""
 
-    def __init__(self, workload: Workload, db: Database, store: Store):
+    def __init__(
+        self, workload: Workload, db: Database, store: Store, clock: Callable[[], float] = time.monotonic
+    ):
         self.workload = workload
         self.db = db
         self.store = store
+        self.clock = clock  # when the slow counts and the failing rows are due again
         self.rows = Rows(workload, db)
         self.cap = SAMPLED_COUNT_CAP
         self._slow_at = -SLOW_EVERY
@@ -260,7 +264,7 @@ class Sampler:
         self._worker_buckets: dict[str, list[int]] = {}
 
     def sample(self) -> StatusFacts:
-        now = time.monotonic()
+        now = self.clock()
         slow = now - self._slow_at >= SLOW_EVERY
         facts = gather(self.workload, self.db, self.store, count_rows=False, sampled=True, rows=self.rows)
         # The row count is 30 s old at most; paused and quarantined rows are counted every time,

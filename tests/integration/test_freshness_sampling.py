@@ -13,6 +13,7 @@ from bench.pollcost import handler_reads, status_overhead
 from recheck.shared.mysql.db import Database
 from recheck.shared.mysql.rows import Rows
 from recheck.shared.views.status import OVERDUE_DETAIL, SAMPLED_COUNT_CAP, SLOW_EVERY, Sampler, freshness
+from tests.support.clock import ManualClock
 from tests.support.helpers import TEST_LEADER, dispatch_all, make_store, query, round_trips, scalar, seed_rows
 from tests.support.servers import RedisCluster
 
@@ -96,7 +97,8 @@ def test_a_sample_costs_a_few_round_trips_whatever_it_shows(make_settings, monke
         store.client.set(key, json.dumps({"id": member}))
     store.client.set(k.dispatcher_heartbeat("d1"), json.dumps({"id": "d1"}))
     db = Database(settings)
-    sampler = Sampler(settings, db, store)
+    clock = ManualClock()
+    sampler = Sampler(settings, db, store, clock=clock)
     sampler.sample()  # the first also takes the slow counts (rows, failing; every 30 s)
     store.client.delete(store.keys.freshness)  # the next sample takes the freshness pass itself
     sent = round_trips(monkeypatch)
@@ -108,12 +110,12 @@ def test_a_sample_costs_a_few_round_trips_whatever_it_shows(make_settings, monke
     assert sent() == {"mysql": 3, "redis": 5}, sent()
     # Every 30 s the counts that scan the table: the rows, due ahead and failing in one more
     # statement; no failing row, so no list of them (four statements before).
-    sampler._slow_at = -SLOW_EVERY
+    clock.now += SLOW_EVERY
     facts = sampler.sample()
     assert (facts.rows, facts.failing_rows, facts.due_ahead_unchecked, facts.failing) == (50, 0, 0, [])
     assert sent() == {"mysql": 5, "redis": 7}, sent()
     db.execute("UPDATE user_block_status SET fail_count = 2, last_error = 'boom' WHERE user_id = 7")
-    sampler._slow_at = -SLOW_EVERY
+    clock.now += SLOW_EVERY
     facts = sampler.sample()
     assert facts.failing_rows == 1 and [row["id"] for row in facts.failing] == ["7"]
     assert sent()["mysql"] == 5 + 1 + 3  # the update; then the counts, the slow counts, the list
