@@ -14,16 +14,26 @@ def test_full_quick_takes_double_up_to_the_ceiling():
     assert seen == [100, 200, 400, 800, 800, 800]
 
 
-def test_a_slow_take_or_a_shallow_queue_halves_back_to_the_base():
+def test_a_slow_take_halves_back_to_the_base():
     sizer = TakeSizer(base=100, ceiling=800)
     sizer.size = 800
     sizer.observe(asked=800, got=800, check_s=0.5)  # slow: 2.5x the quick bound
     assert sizer.size == 400
-    sizer.observe(asked=400, got=150, check_s=0.01)  # less than half full: the queue ran low
-    assert sizer.size == 200
     for _ in range(5):
-        sizer.observe(asked=sizer.size, got=0, check_s=0.0)
+        sizer.observe(asked=sizer.size, got=sizer.size, check_s=1.0)
     assert sizer.size == 100  # never below the check's own batch
+
+
+def test_a_shallow_queue_keeps_the_size():
+    """A take bounds what it gets: at moderate rates a short take must not shrink the next,
+    or one page of ids is split over several takes (and wake-ups)."""
+    sizer = TakeSizer(base=100, ceiling=800)
+    sizer.size = 800
+    sizer.observe(asked=800, got=150, check_s=0.01)  # less than half full: the queue ran low
+    assert sizer.size == 800
+    for _ in range(5):
+        sizer.observe(asked=sizer.size, got=0, check_s=0.0)  # nothing waiting
+    assert sizer.size == 800
 
 
 def test_in_between_the_take_holds_its_size():
