@@ -5,7 +5,8 @@ and checks are quick, so that each write-back statement stays large even when th
 batch size is small.
 
 The check runs in a thread of its own so that a hung check can be abandoned after
-RECHECK_CHECK_TIMEOUT (its rows fail) and a graceful stop is not held up past its deadline.
+RECHECK_CHECK_TIMEOUT (its rows fail) and a graceful stop is not held up past its deadline; a
+take's slices go to that thread at once, one hand-off per take (workers/slicerun.py).
 A worker serving several batch workloads lets them take turns by weight (workers/turns.py);
 waiting for work happens outside the turn, so an idle workload holds nobody up.
 """
@@ -23,6 +24,7 @@ from recheck.workers.checks import CheckShapeError, Outcome, batch_outcomes, des
 from recheck.workers.intake import split
 from recheck.workers.loopbase import HUNG_CHECKS_LIMIT, CheckLoop
 from recheck.workers.pool import DaemonPool
+from recheck.workers.slicerun import Call, SliceRun
 from recheck.workers.turns import Turns
 
 log = logging.getLogger(__name__)
@@ -107,55 +109,86 @@ class BatchLoop(CheckLoop):
     def run_check(self, items: list[Item], args: list) -> list[Outcome] | None:
         """Outcomes for each item, the check called on slices of at most RECHECK_WORKER_BATCH
         (of ids, or of rows with `columns`); None if a graceful stop ran out of time first."""
+        parts = slices(len(items), self.workload.worker_batch)
+        if not self.tracing.on:
+            return self.check_slices(items, args, parts)
         outcomes: list[Outcome] = []
-        for part in slices(len(items), self.workload.worker_batch):
-            some, given = items[part.start : part.stop], args[part.start : part.stop]
-            done = self.check_slice(some, given) if not self.tracing.on else self.traced_slice(some, given)
+        for part in parts:  # a span per call, so one call per hand-off
+            done = self.traced_slice(items[part.start : part.stop], args[part.start : part.stop])
             if done is None:
                 return None
             outcomes += done
         return outcomes
 
     def traced_slice(self, items: list[Item], args: list) -> list[Outcome] | None:
-        """check_slice in a `recheck.check` span linked to its rows' producers' traces."""
+        """One call of the check in a `recheck.check` span linked to its rows' producers' traces."""
         links = [self.contexts[item.id] for item in items if item.id in self.contexts]
         attributes = rows_attributes(self.workload.name, len(items))
         with self.tracing.span("recheck.check", attributes, links=links) as span:
-            outcomes = self.check_slice(items, args)
+            outcomes = self.check_slices(items, args, slices(len(items), len(items)))
             failed = [outcome.text or "" for outcome in outcomes or () if not outcome.ok]
             self.tracing.record(span, {"recheck.check_failures": len(failed)})
             if failed and len(failed) == len(items):  # the call itself failed, or every row did
                 self.tracing.failed(span, failed[0])
         return outcomes
 
-    def check_slice(self, items: list[Item], args: list) -> list[Outcome] | None:
-        """Outcomes of one call of the check; None if a graceful stop ran out of time first."""
-        ids = [item.id for item in items]
-        given = list(args)  # the check's own copy: it may sort or change it, ours stays as it was
-        future = self._executor.submit(self.check, given)
-        started = time.monotonic()
+    def check_slices(self, items: list[Item], args: list, parts: list[range]) -> list[Outcome] | None:
+        """Outcomes of the check called on each part in turn, handed to its thread at once
+        (workers/slicerun.py), each call within RECHECK_CHECK_TIMEOUT (a call past it: its rows
+        fail, its thread is left behind, the parts after it go on in a fresh one); None if a
+        graceful stop ran out of time first."""
+        outcomes: list[Outcome] = []
         timeout = self.workload.check_timeout
+        first = 0
+        while first < len(parts):
+            rest = parts[first:]
+            given = [list(args[part.start : part.stop]) for part in rest]  # the check's own copies
+            run = SliceRun(self.check, given)
+            future = self._executor.submit(run)
+            calls, ended = self._watch(run, future, timeout)
+            for part, copy, call in zip(rest, given, calls, strict=False):  # calls: the finished ones
+                outcomes += self._outcomes(items[part.start : part.stop], copy, call)
+            first += len(calls)
+            if ended == "done" or first == len(parts):  # (all done by the time it was abandoned)
+                continue
+            hung = len(parts[first])
+            if ended == "stop":
+                self._abandon("graceful stop: check still running at RECHECK_SHUTDOWN_TIMEOUT", future, hung)
+                return None
+            self._abandon("check did not finish within RECHECK_CHECK_TIMEOUT", future, hung)
+            outcomes += [Outcome(False, f"TimeoutError: check did not finish within {timeout:g}s")] * hung
+            first += 1
+        return outcomes
+
+    def _watch(
+        self, run: SliceRun, future: concurrent.futures.Future, timeout: float
+    ) -> tuple[list[Call], str]:
+        """Wait for a run of calls: its calls and "done"; or, once a call ran `timeout` seconds or
+        a graceful stop's deadline came, the run abandoned, the calls finished before the one
+        running and "timeout" or "stop"."""
         while True:
-            waited = time.monotonic() - started
-            step = min(timeout - waited, 0.5, max(self.life.time_left(), 0.0))
+            running = run.running()
+            step = min(timeout - running[1] if running else timeout, 0.5, max(self.life.time_left(), 0.0))
             try:
-                results = future.result(timeout=max(step, 0.0))
-                self.metrics.check_duration.observe(time.monotonic() - started)
-                break
+                future.result(timeout=max(step, 0.0))
+                return run.calls(), "done"
             except concurrent.futures.TimeoutError:
-                if time.monotonic() - started >= timeout:
-                    self._abandon("check did not finish within RECHECK_CHECK_TIMEOUT", future, len(ids))
-                    error = f"TimeoutError: check did not finish within {timeout:g}s"
-                    return [Outcome(False, error)] * len(ids)
-                if self.life.time_left() <= 0:
-                    self._abandon(
-                        "graceful stop: check still running at RECHECK_SHUTDOWN_TIMEOUT", future, len(ids)
-                    )
-                    return None
-            except BaseException as error:  # a check may raise anything, sys.exit() too: its rows fail
-                return [Outcome(False, describe_error(error))] * len(ids)
+                pass
+            finished = run.abandon_if_past(timeout)
+            if finished is not None:
+                return finished, "timeout"
+            if self.life.time_left() <= 0:
+                return run.abandon(), "stop"
+
+    def _outcomes(self, items: list[Item], given: list, call: Call) -> list[Outcome]:
+        """One call's outcome for each of its items: what it returned, read as batch_outcomes
+        does, or all failed if it raised or returned the wrong shape."""
+        ids = [item.id for item in items]
+        if call.error is not None:
+            return [Outcome(False, describe_error(call.error))] * len(ids)
+        self.metrics.check_duration.observe(call.seconds)
         try:
-            return batch_outcomes(ids, results, given, self.key_of)
+            return batch_outcomes(ids, call.value, given, self.key_of)
         except BaseException as error:  # the wrong shape, or a result whose len() or lookup raised
             reason = str(error) if isinstance(error, CheckShapeError) else describe_error(error)
             log.error(

@@ -16,6 +16,8 @@ from recheck.shared.mysql.db import Database
 from recheck.shared.redis.keys import Keys
 from recheck.workers import loopbase
 from recheck.workers.checks import Outcome
+from recheck.workers.pool import DaemonPool
+from recheck.workers.slicerun import SliceRun
 from recheck.workers.writing.writeback import Written
 from tests.support import checks
 from tests.support.helpers import dispatch_all, make_store, query, run_in_thread, scalar, seed_rows
@@ -237,6 +239,39 @@ def test_a_hanging_check_is_abandoned_after_the_timeout(make_worker, make_settin
     assert time.monotonic() - started < 2
     assert {r[6] for r in rows(sql)} == {"TimeoutError: check did not finish within 0.5s"}
     assert worker.fatal is None
+
+
+def test_a_take_of_several_slices_is_one_hand_off_and_a_hung_slice_fails_alone(
+    make_worker, make_settings, sql, monkeypatch
+):
+    """Slices of 2 from a take of 6: the check's thread gets them at once, not one by one (a
+    hand-off each cost a fifth of a worker's CPU at moderate rates); the middle call hangs past
+    the timeout, its rows fail, and the last slice still runs, in a fresh thread."""
+    settings = make_settings(check_timeout=0.5, worker_batch=2, worker_take_max=6)
+    seed_rows(settings, 6, due_now=True)
+    dispatch_all(settings)
+    worker = make_worker(settings, checks.hangs_with_3)
+    handed: list[int] = []
+    submit = DaemonPool.submit
+
+    def counted(pool, fn, /, *args, **kwargs):
+        handed.append(len(fn) if isinstance(fn, SliceRun) else 1)
+        return submit(pool, fn, *args, **kwargs)
+
+    monkeypatch.setattr(DaemonPool, "submit", counted)
+    lane = worker.lane(settings.name)
+    entries = lane.intake.take(6)
+    assert len(entries) == 6
+    started = time.monotonic()
+    lane.batch.process(entries)
+    assert time.monotonic() - started < 3
+    assert handed == [3, 1]  # three slices at once; after the hung one, the last in a fresh thread
+    timed_out = "TimeoutError: check did not finish within 0.5s"
+    assert [(r[0], r[4], r[5], r[6]) for r in rows(sql)] == [
+        (1, 1, 0, None), (2, 1, 0, None), (3, 0, 1, timed_out), (4, 0, 1, timed_out),
+        (5, 1, 0, None), (6, 1, 0, None),
+    ]  # fmt: skip
+    assert lane.batch.abandoned == 1 and worker.fatal is None
 
 
 def test_entries_are_taken_in_one_round_trip_per_batch(make_worker, settings, rds, monkeypatch):

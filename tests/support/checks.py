@@ -90,6 +90,13 @@ def hangs(ids: list[int]) -> list[str]:
     return ["never"] * len(ids)
 
 
+def hangs_with_3(ids: list[int]) -> list[str]:
+    """Hangs on any batch holding id 3 (a take cut into slices: one of them hangs)."""
+    if 3 in ids:
+        time.sleep(3600)
+    return ["reachable"] * len(ids)
+
+
 def poison(ids: list[int]) -> list[str]:
     """Kills its own process when it meets a poison id, as a segfaulting extension would."""
     if POISON.intersection(ids):
