@@ -43,7 +43,10 @@ def table(results: list[Result], redis_bytes: float | None) -> str:
         )
     for r in results:
         if r.take_mean is not None:
-            lines.append(f"  {r.strategy}: workers took {r.take_mean:,.0f} ids at a time on average")
+            asked = f"{r.take_mean:,.0f}"
+            lines.append(
+                f"  {r.strategy}: workers asked for {asked} ids a take on average (got: what waited)"
+            )
     for r in results:
         parts = ", ".join(f"{name} {sec:.1f}s" for name, sec in sorted(r.cpu_seconds.items()) if sec)
         lines.append(f"  CPU {r.strategy}: {parts}")

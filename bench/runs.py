@@ -98,7 +98,7 @@ class Result:
     mysql_connections_max: int  # open connections to the server, the sampler's own not counted
     row_lock_waits: int  # InnoDB row lock waits during the window
     history_length_max: int  # InnoDB history list length (undo kept by open transactions)
-    take_mean: float | None  # recheck: the workers' take size, averaged over the window's samples
+    take_mean: float | None  # recheck: the size the workers' takes ask for (not what they got), averaged
     cpu_seconds: dict[str, float]
     series: list[dict] = field(default_factory=list)
     # Drain mode, from the table once the processes have stopped (every strategy alike):
@@ -232,7 +232,7 @@ class Run:
             if len(worker.lateness_buckets) == len(buckets):
                 buckets = [a + b for a, b in zip(buckets, worker.lateness_buckets, strict=True)]
         return {
-            "takes": [w.take for w in workers if w.take],  # recheck: ids per take now
+            "takes": [w.take for w in workers if w.take],  # recheck: ids a take asks for now (gets at most)
             "checked": sum(w.checked for w in workers),
             "duplicates": sum(w.stale for w in workers),
             "conflicts": sum(w.conflicts for w in workers),
