@@ -274,6 +274,31 @@ def test_a_take_of_several_slices_is_one_hand_off_and_a_hung_slice_fails_alone(
     assert lane.batch.abandoned == 1 and worker.fatal is None
 
 
+def test_a_graceful_stop_during_a_takes_second_slice_gives_the_whole_take_back(
+    make_worker, make_settings, sql, rds
+):
+    """The first slice was checked, the second hangs when the stop's deadline passes: nothing of
+    the take is written, all of it goes back to the head of the queue for another worker."""
+    settings = make_settings(check_timeout=30, worker_batch=2, worker_take_max=6, shutdown_timeout=0.5)
+    seed_rows(settings, 6, due_now=True)
+    dispatch_all(settings)
+    worker = make_worker(settings, checks.hangs_with_3)
+    lane = worker.lane(settings.name)
+    entries = lane.intake.take(6)
+    assert len(entries) == 6
+    stopper = threading.Timer(0.3, worker.stop)  # while the second slice hangs
+    stopper.start()
+    started = time.monotonic()
+    lane.batch.process(entries)
+    stopper.join()
+    assert time.monotonic() - started < 3
+    assert [r[4] + r[5] for r in rows(sql)] == [0] * 6  # nothing written, not even the first slice
+    keys = Keys(settings.deployment.key_prefix)
+    head = parse_entries(rds.lrange(keys.queue, 0, -1))[0]
+    assert sorted(item.id for item in head) == [1, 2, 3, 4, 5, 6]
+    assert rds.scard(keys.processing(worker.id)) == 0
+
+
 def test_entries_are_taken_in_one_round_trip_per_batch(make_worker, settings, rds, monkeypatch):
     keys = Keys(settings.deployment.key_prefix)
     rds.rpush(keys.queue, *[make_entry(i, 1000) for i in range(1, 1001)])
