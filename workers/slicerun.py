@@ -4,8 +4,8 @@ A take of 1,500 ids with RECHECK_WORKER_BATCH 500 is three calls of the check. H
 to the check's thread and waiting for it, then the next, cost three hand-offs between two threads
 (a wake-up, then the GIL passed back and forth) for each take. At moderate rates, where a worker
 sleeps between the dispatcher's pages, a wake-up costs several times what it costs back to back,
-and those hand-offs were about a fifth of a worker's CPU (docs/performance.md, "Moderate rates:
-one hand-off per take"). Here the thread calls the check on each slice in turn and the lane
+and those hand-offs were about a tenth of a worker's CPU (docs/performance.md, "Moderate rates:
+one take a page, one hand-off a take"). Here the thread calls the check on each slice in turn and the lane
 waits once; each call keeps its own timeout: the lane reads which call runs and since when
 (`running`), and abandons the run if that call is past RECHECK_CHECK_TIMEOUT. An abandoned run
 starts no further call; the lane calls the slices after the hung one in a fresh thread.

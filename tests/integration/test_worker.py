@@ -245,7 +245,7 @@ def test_a_take_of_several_slices_is_one_hand_off_and_a_hung_slice_fails_alone(
     make_worker, make_settings, sql, monkeypatch
 ):
     """Slices of 2 from a take of 6: the check's thread gets them at once, not one by one (a
-    hand-off each cost a fifth of a worker's CPU at moderate rates); the middle call hangs past
+    hand-off each cost about a tenth of a worker's CPU at moderate rates); the middle call hangs past
     the timeout, its rows fail, and the last slice still runs, in a fresh thread."""
     settings = make_settings(check_timeout=0.5, worker_batch=2, worker_take_max=6)
     seed_rows(settings, 6, due_now=True)
