@@ -286,8 +286,9 @@ def test_a_graceful_stop_during_a_takes_second_slice_gives_the_whole_take_back(
     lane = worker.lane(settings.name)
     entries = lane.intake.take(6)
     assert len(entries) == 6
-    stopper = threading.Timer(0.3, worker.stop)  # while the second slice hangs
-    stopper.start()
+    checks.HANGING_WITH_3.clear()
+    stopper = threading.Thread(target=lambda: checks.HANGING_WITH_3.wait(10) and worker.stop())
+    stopper.start()  # the stop comes while the second slice hangs
     started = time.monotonic()
     lane.batch.process(entries)
     stopper.join()

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -90,9 +91,13 @@ def hangs(ids: list[int]) -> list[str]:
     return ["never"] * len(ids)
 
 
+HANGING_WITH_3 = threading.Event()  # set once hangs_with_3 hangs (a test acts on it then)
+
+
 def hangs_with_3(ids: list[int]) -> list[str]:
     """Hangs on any batch holding id 3 (a take cut into slices: one of them hangs)."""
     if 3 in ids:
+        HANGING_WITH_3.set()
         time.sleep(3600)
     return ["reachable"] * len(ids)
 
