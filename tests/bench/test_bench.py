@@ -56,6 +56,7 @@ def test_every_strategy_drains_and_is_measured(settings, tmp_path):
     table = "\n".join(said)
     assert "vs best seed" in table and "last_insert_id" in table
     assert "MySQL/floor" in table and "1.00x" in table  # the floor against itself
+    assert "CPU us per check of the workers, recheck: " in table  # issue 50's moderate-rate figure
 
 
 def test_floor_slices_cover_every_id_once():
