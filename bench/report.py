@@ -51,7 +51,8 @@ def table(results: list[Result], redis_bytes: float | None) -> str:
         parts = ", ".join(f"{name} {sec:.1f}s" for name, sec in sorted(r.cpu_seconds.items()) if sec)
         lines.append(f"  CPU {r.strategy}: {parts}")
         workers = sum(sec for name, sec in r.cpu_seconds.items() if name.startswith("worker"))
-        if r.checks and workers:  # issue 50's moderate-rate figure: this, at 200,000 rows / 10 s, over a drain's
+        # issue 50's moderate-rate figure: this at 200,000 rows every 10 s over a drain's
+        if r.checks and workers:
             lines.append(f"  CPU us per check of the workers, {r.strategy}: {workers / r.checks * 1e6:.2f}")
     for r in results:
         redis = {name: sec for name, sec in sorted(r.cpu_seconds.items()) if name.startswith("redis")}
