@@ -104,8 +104,8 @@ def test_a_poll_reads_one_page_at_each_size(settings, tmp_path):
 
 def test_the_group_bench_takes_whole_batches_and_measures_the_group_state_floor(settings, tmp_path):
     said: list[str] = []
-    # 60,000 ids: their push costs Redis 60-300 ms, many times the 10 ms tick its CPU time is
-    # counted in (6,000 cost 10-20 ms on a fast VM, which read as 0 ticks now and then)
+    # 60,000 ids: at 1.7-3.5 us an id their push costs Redis 100-210 ms, many times the 10 ms
+    # tick its CPU time is counted in (6,000 cost 10-21 ms, which read as 0 ticks now and then)
     results = run_group_bench(
         settings, [10, 3000], rows=60_000, takes=40, batch=100, out=tmp_path, say=said.append
     )
