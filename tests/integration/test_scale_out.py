@@ -3,7 +3,6 @@ keeping tables on two MariaDB servers fresh (the "one workload per MySQL shard" 
 
 from __future__ import annotations
 
-import json
 import time
 
 from recheck.commands.init_db import init_db
@@ -12,7 +11,7 @@ from recheck.shared.process.presence import Presence
 from recheck.shared.redis.store import Counts
 from recheck.shared.workloads import read_workloads
 from tests.support.checks import ok
-from tests.support.helpers import make_store, recheck, scalar, seed_rows
+from tests.support.helpers import fresh_status, make_store, scalar, seed_rows
 from tests.support.servers import MariaDBServer, wait_for
 
 
@@ -129,7 +128,7 @@ def test_one_deployment_keeps_tables_on_two_mariadb_servers_fresh(make_settings,
         time.sleep(2)
         late = "SELECT COUNT(*) FROM user_block_status WHERE next_check_at < NOW(3) - INTERVAL 2 SECOND"
         assert [scalar(conn, late) for conn in conns] == [0, 0]
-        status = json.loads(recheck("status", "--json", settings=settings, env=env).stdout)
-        assert set(status["workloads"]) == {"shard0", "shard1"} and status["fresh"], status
+        status = fresh_status(settings, env)
+        assert set(status["workloads"]) == {"shard0", "shard1"}, status
     finally:
         second.stop()

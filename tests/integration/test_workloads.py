@@ -6,7 +6,6 @@ deployment is the point.
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 
@@ -24,6 +23,7 @@ from tests.support.helpers import (
     best_rate,
     dispatch_all,
     drain,
+    fresh_status,
     install_audit,
     make_dispatcher,
     next_in,
@@ -296,8 +296,8 @@ def test_three_workloads_in_one_deployment_each_keep_their_own_rhythm(settings, 
             off.append(count - due_times)
         report[table] = (min(off), max(off), len(rows))
         assert all(-1.5 <= o <= 1.0 for o in off), (table, sorted(off)[:3], sorted(off)[-3:])
-    statuses = json.loads(recheck("status", "--json", settings=settings, env=env).stdout)
-    assert set(statuses["workloads"]) == {"ticks", "devices", "tokens"} and statuses["fresh"], statuses
+    statuses = fresh_status(settings, env)
+    assert set(statuses["workloads"]) == {"ticks", "devices", "tokens"}, statuses
     print(report)
 
 

@@ -199,6 +199,27 @@ def only_workload(status_json: str) -> dict:
     return facts
 
 
+def fresh_status(settings: Workload, env: dict, timeout: float = 15) -> dict:
+    """`recheck status --json` once it says the deployment is fresh, polled for up to `timeout` s.
+
+    "Fresh" is an instant's verdict (no row more than 1 s past due and not in a worker's hand). A
+    deployment that keeps up says it in nearly every sample, but one sample on a busy CI runner
+    can catch a row a moment past the second; one that does not keep up never says it."""
+    last: dict = {}
+
+    def fresh() -> bool:
+        nonlocal last
+        last = json.loads(recheck("status", "--json", settings=settings, env=env).stdout)
+        return bool(last["fresh"])
+
+    try:
+        wait_for(fresh, timeout, "`recheck status` to say fresh", interval=0.2)
+    except TimeoutError as error:
+        waiting = {name: (w["overdue_1s"], w["overdue_waiting"]) for name, w in last["workloads"].items()}
+        raise AssertionError(f"{error}; (overdue 1 s, waiting) per workload: {waiting}; {last}") from None
+    return last
+
+
 def best_rate(count: Callable[[], int], seconds: float, enough: float, windows: int = 3) -> float:
     """The most `count()` grew per second over up to `windows` windows of `seconds`, one after
     another, stopping at the first that reaches `enough`. For a bound a defect keeps every window
