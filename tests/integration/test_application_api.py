@@ -21,9 +21,9 @@ from recheck import Client
 from recheck.shared.mysql.db import Database
 from tests.support.helpers import (
     docs_text,
+    fresh_status,
     make_dispatcher,
     make_store,
-    only_workload,
     prepare,
     query,
     recheck,
@@ -182,9 +182,8 @@ def test_pause_survives_a_redis_flush_and_a_dispatcher_restart_and_shows_as_paus
     assert all(after[i] == before[i] for i in (1, 2, 3)), (before, after)
     assert all(after[i] > before[i] for i in range(4, 31)), "the other rows went on"
 
-    status = only_workload(recheck("status", "--json", settings=settings).stdout)
-    assert status["paused"] == 3 and status["quarantined"] == 0
-    assert status["fresh"] and status["overdue_waiting"] == 0  # paused is not overdue
+    (status,) = fresh_status(settings, {})["workloads"].values()  # paused rows are not overdue
+    assert status["paused"] == 3 and status["quarantined"] == 0 and status["overdue_waiting"] == 0
     assert "paused 3" in recheck("status", settings=settings).stdout
     story = recheck("inspect", "2", settings=settings).stdout
     assert "paused: not checked until resumed" in story and "quarantined" not in story
