@@ -17,6 +17,12 @@ rounds minutes apart, which this machine's noise can swamp.
 
 The workload is `recheck bench --mode groups`'s: group_rate_limit and group_max_in_flight set
 high enough never to bind, so each limit's code runs.
+
+Then, in the same run and the same Redis, the floor: as many takes and acks of
+bench/rediscost/groupfloor.lua, the least work exact per-group limits and the fenced ack need in
+the cheapest structure conceived so far (one sorted set of entries that carry their group), on
+the same entries, groups and in-flight ids; reported as a share of BEFORE's cost. No design that
+keeps the limits and the fence goes below it on this machine.
 """
 
 from __future__ import annotations
@@ -25,11 +31,13 @@ import argparse
 import hashlib
 import statistics
 import tempfile
+import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import recheck.shared.redis.scripts as scripts
-from bench.rediscost.groupcost import OWNER, PUSH_CHUNK, spread_entry
+from bench.rediscost.groupcost import OWNER, PUSH_CHUNK, settle, spread_entry
 from recheck.dispatcher.lease import Lease
 from recheck.shared.config import Workload
 from recheck.shared.redis.connection import connect_redis
@@ -38,6 +46,7 @@ from recheck.shared.redis.store import Counts, Store, open_store
 BATCH = 500
 WORKER = "bench-ab-worker"
 MEASURED = ("take_grouped", "ack")
+FLOOR = Path(__file__).with_name("groupfloor.lua")
 DESCRIPTION = "two versions of the Lua scripts side by side on one grouped workload"
 
 
@@ -74,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     for folder in (args.before, args.after):
         if not (folder / "take_grouped.lua").is_file():
             parser.error(f"{folder}: no take_grouped.lua there (a copy of shared/redis/lua is needed)")
-    needed = (args.pairs + 1) * 2 * BATCH  # a first take of each, not timed
+    needed = (args.pairs + 1) * 2 * BATCH  # a first take of each version, not timed (the floor has its own)
     rows = args.rows or needed + 10_000
     if rows < needed:
         parser.error(f"--rows {rows:,} is fewer than the takes need ({needed:,})")
@@ -107,25 +116,86 @@ def run(before: Path, after: Path, groups: int, pairs: int, rows: int, redis_url
     for start in range(0, rows, PUSH_CHUNK):
         stop = min(start + PUSH_CHUNK, rows)
         first.push(OWNER, [spread_entry(i, groups) for i in range(start + 1, stop + 1)])
-    for _, store, _ in versions:  # a first take and ack each, not timed: the scripts loaded (a
-        take_and_ack(store)  # first EVALSHA fails with NOSCRIPT, and SLOWLOG would count it)
+    floor = Floor(client, groups, rows)
+    settle(client, [first.keys.inflight, *floor.settled()])
+    # The big hashes just written finish rehashing first (settle.lua: else reads in them cost more
+    # until enough operations have run on each, and the floor, whose ids only its own acks touch,
+    # read half again as dear as the versions, whose ids both versions' acks touch). Then each
+    # takes and acknowledges in turn, the order rotating pair by pair: all three see Redis alike.
+    takers: list[tuple[Path, Callable[[], None], Callable[[list[bytes]], str | None]]] = [
+        (folder, partial(take_and_ack, store), partial(script_name, shas)) for folder, store, shas in versions
+    ]
+    takers.append((FLOOR, floor.take_and_ack, floor.name_of))
+    for _, take, _ in takers:  # a first take and ack each, not timed: the scripts loaded (a
+        take()  # first EVALSHA fails with NOSCRIPT, and SLOWLOG would count it)
     client.config_set("slowlog-log-slower-than", 0)
     client.config_set("slowlog-max-len", 1024)
-    times: dict = {(folder, name): [] for folder, _, _ in versions for name in MEASURED}
+    times: dict = {(label, name): [] for label, _, _ in takers for name in MEASURED}
     for pair in range(pairs):
-        for folder, store, shas in versions if pair % 2 == 0 else versions[::-1]:
+        turn = pair % len(takers)
+        for label, take, name_of in takers[turn:] + takers[:turn]:
             client.slowlog_reset()
-            take_and_ack(store)
+            take()
             for entry in client.slowlog_get(1024):
-                command = entry["command"].split()
-                name = shas.get(command[1].decode()) if command[0].upper() == b"EVALSHA" else None
+                name = name_of(entry["command"].split())
                 if name:
-                    times[(folder, name)].append(entry["duration"])
+                    times[(label, name)].append(entry["duration"])
         if (pair + 1) % 50 == 0:
             print(f"  {pair + 1} of {pairs} pairs")
     client.config_set("slowlog-log-slower-than", 10_000)
     first.clear()
+    floor.clear()
     return times
+
+
+def script_name(shas: dict[str, str], command: list[bytes]) -> str | None:
+    """Which measured script a SLOWLOG entry's command ran (None: another command)."""
+    return shas.get(command[1].decode()) if command[0].upper() == b"EVALSHA" else None
+
+
+class Floor:
+    """groupfloor.lua on keys of its own, fed `rows` entries over `groups` groups as the real
+    scripts are, each id in flight as the dispatcher's push leaves it."""
+
+    KEYS = ("waiting", "tokens", "running", "worker", "inflight", "stats")
+
+    def __init__(self, client, groups: int, rows: int) -> None:
+        self.client = client
+        self.keys = [f"{{bench-floor}}:{name}" for name in self.KEYS]
+        client.delete(*self.keys)
+        for key in self.keys[1:3]:
+            client.hset(key, "~", "~" * 80)  # hash tables from the first write, as recheck's (_lib.lua)
+        arrival = time.time_ns() // 1000  # the tokens' times are the Redis clock's microseconds
+        for start in range(0, rows, PUSH_CHUNK):
+            part = range(start + 1, min(start + PUSH_CHUNK, rows) + 1)
+            # By the group's turn, then in push order within it: the real take's ring reaches the
+            # groups in that order, and ids pushed together sit together in Redis' memory.
+            turns = {spread_entry(i, groups): (i - 1) // groups * (rows + 1) + i for i in part}
+            client.zadd(self.keys[0], turns)
+            client.hset(self.keys[4], mapping={str(i): "1000" for i in part})  # spread_entry's due time
+        client.hset(self.keys[1], mapping={f"{g:x}": arrival for g in range(groups)})
+        self.script = client.register_script(FLOOR.read_text())
+
+    def settled(self) -> list[str]:
+        """Its keys that settle.lua should finish rehashing: the big ones, just written."""
+        return [self.keys[0], self.keys[1], self.keys[4]]
+
+    def take_and_ack(self) -> None:
+        got = self.script(keys=self.keys, args=["take", BATCH])
+        if len(got) != BATCH:
+            raise SystemExit(f"the floor's take gave {len(got)}, not {BATCH}")
+        released = self.script(keys=self.keys, args=["ack", *got])
+        if released != BATCH:  # each id was in flight for its due time: the fence let all go
+            raise SystemExit(f"the floor's ack released {released}, not {BATCH}")
+
+    def name_of(self, command: list[bytes]) -> str | None:
+        """ "take_grouped" or "ack" for a SLOWLOG entry of the floor's script, else None."""
+        if command[:2] != [b"EVALSHA", self.script.sha.encode()]:
+            return None
+        return "take_grouped" if command[3 + len(self.KEYS)] == b"take" else "ack"
+
+    def clear(self) -> None:
+        self.client.delete(*self.keys)
 
 
 def take_and_ack(store: Store) -> None:
@@ -138,13 +208,15 @@ def take_and_ack(store: Store) -> None:
 def report(times: dict, before: Path, after: Path, groups: int) -> None:
     p50 = {}
     print(f"\nRedis' time per call from {groups:,} groups (SLOWLOG, microseconds): p50 / mean")
-    for folder in (before, after):
+    for folder in (before, after, FLOOR):
         take, ack = times[(folder, "take_grouped")], times[(folder, "ack")]
         take_p50, ack_p50 = statistics.median(take), statistics.median(ack)
         print(f"  {folder!s:<40} take {take_p50:>7.0f} / {statistics.fmean(take):>7.0f}"
               f"   ack {ack_p50:>7.0f} / {statistics.fmean(ack):>7.0f}   ({len(take)} each)")  # fmt: skip
         p50[folder] = take_p50 + ack_p50
     print(f"after / before, take p50 + ack p50: {p50[after] / p50[before]:.2f}x")
+    floor = p50[FLOOR] / p50[before]
+    print(f"floor / before: {floor:.2f}x (groupfloor.lua: the least the limits and the fence need)")
 
 
 if __name__ == "__main__":

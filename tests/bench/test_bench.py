@@ -22,11 +22,12 @@ from redis import Redis
 from bench.compare import ALL_STRATEGIES, BenchConfig, bench, run_bench
 from bench.pollcost import run_poll_bench
 from bench.rediscost import groupab
-from bench.rediscost.groupcost import run_group_bench
+from bench.rediscost.groupcost import run_group_bench, settle
 from bench.rediscost.scriptcost import run_script_bench
 from bench.strategies import FLOOR, floor_slice
 from recheck.shared.redis.scripts import script_source
 from tests.support.helpers import REPO
+from tests.support.servers import RedisServer
 
 
 @pytest.mark.serial  # per-process CPU figures: once 0 for mariadbd beside 3 other test sessions
@@ -245,6 +246,27 @@ def test_a_sigterm_that_lands_in_a_del_still_stops_the_benchmark():
         signal.signal(signal.SIGINT, sigint)
 
 
+def test_settle_finishes_the_rehashing_a_bulk_write_leaves_and_changes_nothing(tmp_path):
+    """A hash or sorted set of 70,000 written at once is left rehashing (its table doubled at
+    65,536), which slows reads in it; groupab settles its big keys before it times anything."""
+    server = RedisServer(tmp_path / "redis", extra=("--enable-debug-command", "local"))
+    server.start()
+    try:
+        client = server.client()
+        client.hset("h", mapping={str(i): "1" for i in range(70_000)})
+        client.zadd("z", {str(i): i for i in range(70_000)})
+
+        def rehashing(key: str) -> bool:
+            return "rehashing target" in client.execute_command("DEBUG", "HTSTATS-KEY", key).decode()
+
+        assert rehashing("h") and rehashing("z")
+        assert settle(client, ["h", "z", "missing"]) == 140_000
+        assert not rehashing("h") and not rehashing("z")
+        assert client.hlen("h") == 70_000 and client.zcard("z") == 70_000 and client.dbsize() == 2
+    finally:
+        server.stop()
+
+
 def test_the_group_ab_bench_times_each_versions_takes_and_acks_apart(settings, tmp_path):
     lua = REPO / "shared" / "redis" / "lua"
     before, after, same = tmp_path / "before", tmp_path / "after", tmp_path / "same"
@@ -253,7 +275,8 @@ def test_the_group_ab_bench_times_each_versions_takes_and_acks_apart(settings, t
     for part in ("_take_groups.lua", "_group_release.lua"):  # another take and another ack script
         (after / part).write_text((after / part).read_text() + "-- after\n")
     times = groupab.run(before, after, groups=50, pairs=6, rows=8000, redis_url=settings.deployment.redis_url)
-    assert sorted(times) == sorted((v, s) for v in (before, after) for s in ("take_grouped", "ack"))
+    timed = (before, after, groupab.FLOOR)  # the floor beside the versions, its take and ack apart
+    assert sorted(times) == sorted((v, s) for v in timed for s in ("take_grouped", "ack"))
     assert all(len(calls) == 6 and min(calls) > 0 for calls in times.values()), times
     assert "-- after" not in script_source("take_grouped")  # the package's own scripts read again
     with pytest.raises(SystemExit, match="the same take and ack scripts"):
