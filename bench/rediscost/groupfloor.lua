@@ -16,6 +16,9 @@
 -- id -> due_ms, KEYS[6] stats HASH
 -- ARGV[1] 'take' and ARGV[2] how many; or 'ack' and ARGV[2..] every entry the worker holds
 -- Returns the entries taken ("id:due_ms:group"), or how many were still in flight.
+-- Standalone on purpose, as groupzset.lua (not prefixed with _lib.lua): its ack restates what
+-- _group_release.lua and groupzset.lua's ack do with the running counts, so that it measures
+-- only itself.
 local find, sub = string.find, string.sub
 
 -- Each entry's group, tallied: the distinct groups in order, and how many entries each.
