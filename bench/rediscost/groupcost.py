@@ -22,6 +22,10 @@ another structure (every waiting entry of the workload in one sorted set scored 
 turn, so a take is one pop whatever the groups), fed the same entries, for the same takes: what
 such a redesign could save, measured beside the real scripts (a lower bound: the prototype leaves
 out parking entries over their limits, drops, the dispatcher's side and the wake-ups).
+
+Before anything is timed, the keys just filled in bulk (the in-flight ids, the state's hashes, the
+sorted set) finish rehashing (settle.lua): until then reads in them cost more, by how much
+depending on how many operations have run on each since, which no two columns share.
 """
 
 from __future__ import annotations
