@@ -21,8 +21,8 @@ high enough never to bind, so each limit's code runs.
 Then, in the same run and the same Redis, the floor: as many takes and acks of
 bench/rediscost/groupfloor.lua, the least work exact per-group limits and the fenced ack need in
 the cheapest structure conceived so far (one sorted set of entries that carry their group), on
-the same entries, groups and in-flight ids; reported as a share of BEFORE's cost. No design that
-keeps the limits and the fence goes below it on this machine.
+the same entries, groups and in-flight ids; reported as a share of BEFORE's cost: what a design
+that keeps the limits and the fence could at best approach, since it leaves out all the rest.
 """
 
 from __future__ import annotations
@@ -117,11 +117,11 @@ def run(before: Path, after: Path, groups: int, pairs: int, rows: int, redis_url
         stop = min(start + PUSH_CHUNK, rows)
         first.push(OWNER, [spread_entry(i, groups) for i in range(start + 1, stop + 1)])
     floor = Floor(client, groups, rows)
-    settle(client, [first.keys.inflight, *floor.settled()])
     # The big hashes just written finish rehashing first (settle.lua: else reads in them cost more
     # until enough operations have run on each, and the floor, whose ids only its own acks touch,
     # read half again as dear as the versions, whose ids both versions' acks touch). Then each
     # takes and acknowledges in turn, the order rotating pair by pair: all three see Redis alike.
+    settle(client, [first.keys.inflight, *floor.settled()])
     takers: list[tuple[Path, Callable[[], None], Callable[[list[bytes]], str | None]]] = [
         (folder, partial(take_and_ack, store), partial(script_name, shas)) for folder, store, shas in versions
     ]
