@@ -192,6 +192,7 @@ def gather(
         facts.priority = PriorityFacts(ordering.priority_by, share, depth)
     if ordering.group_by and ordering.group_limit:
         facts.groups = group_facts(ordering.group_by, ordering.group_limit, store)
+        facts.limited_by = biggest_held(facts.limited_by, facts.groups)
     rhythm = rhythm_of(workload)
     if rhythm.calendar:
         facts.schedule = rhythm.says
@@ -236,6 +237,15 @@ def limited_by(workers: list[WorkerBeat]) -> str:
     held = {w.limited for w in workers}
     found = next((why for why in ("backoff", "rate", "in_flight") if why in held), "")
     return found or min((why for why in held if why.startswith("group ")), default="")
+
+
+def biggest_held(reason: str, groups: GroupFacts) -> str:
+    """A group's own limits held takes back ("group X", as workers report it): the group held back
+    with the most rows waiting, not whichever group last held back one worker's take (with 26
+    groups at their rate, that was one with a row waiting while another had 19,986). Pure logic."""
+    if reason.startswith("group ") and groups.held:
+        return f"group {groups.held[0]['group']}"
+    return reason
 
 
 class Sampler:

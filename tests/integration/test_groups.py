@@ -412,7 +412,6 @@ def test_one_big_group_neither_exceeds_its_rate_nor_delays_two_hundred_small_one
     # Until every small row has been checked twice (once at the start, once an interval later).
     wait_for(lambda: sum(len(t) >= 2 for t in small_rows().values()) == 2000, 30, "two rounds of small rows",
              interval=0.25)  # fmt: skip
-    status = recheck("status", settings=settings).stdout
     calls = calls_per_group(tmp_path, group_of)
     assert len(calls) == 201, len(calls)
     # The rate: in any window of one second, at most 5 + one grant (1 token at 5/s).
@@ -433,7 +432,10 @@ def test_one_big_group_neither_exceeds_its_rate_nor_delays_two_hundred_small_one
     print(f"groups: the latest first check of a small row {latest:.2f} s after the start, the widest "
           f"gap between a small row's checks {widest:.2f} s; the big group {big_rate:.2f}/s, at most "
           f"{worst} calls of one group in a second; calls per small group {dict(counts)}")  # fmt: skip
-    assert "limited by group big" in status, status
+    # Status names the group held back with the most rows waiting: the big one whenever it is held
+    # back, which is nearly always (a sample can find it between two visits, back in the ring).
+    named = "limited by group big"
+    wait_for(lambda: named in recheck("status", settings=settings).stdout, 15, f"status saying {named!r}")
 
 
 @pytest.mark.serial

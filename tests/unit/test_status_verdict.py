@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from recheck.shared.core.records import OneShotFacts, StatusFacts, WorkerBeat
-from recheck.shared.views.status import headline, limited_by, split_overdue, verdict, waiting_reason
+from recheck.shared.core.records import GroupFacts, OneShotFacts, StatusFacts, WorkerBeat
+from recheck.shared.views.status import (
+    biggest_held,
+    headline,
+    limited_by,
+    split_overdue,
+    verdict,
+    waiting_reason,
+)
 
 
 def test_waiting_rows_are_told_from_rows_in_flight():
@@ -60,6 +67,20 @@ def test_the_limits_a_worker_reports_lead_to_one_reason():
     assert limited_by(backing_off) == "backoff"  # a failing provider explains the wait first
     waiting = facts(overdue_waiting=40, queue_depth=500, limited_by="backoff")
     assert waiting_reason(waiting).startswith("backing off a failing provider: 500 ids waiting")
+
+
+def test_a_groups_limits_name_the_group_held_back_with_the_most_rows_waiting():
+    """Workers report the group that last held back one of their takes; status names the group
+    held back with the most rows waiting (the list is the biggest first, Store.group_overview)."""
+    held = GroupFacts(column="tenant", rate_limit=5, waiting=26, at_rate=26,
+                      held=[{"group": "big", "waiting": 19_986}, {"group": "s91", "waiting": 1}])  # fmt: skip
+    reported = limited_by([WorkerBeat(id="a", limited="group s103"), WorkerBeat(id="b", limited="group s7")])
+    assert reported == "group s103"  # (the least name of those reported)
+    assert biggest_held(reported, held) == "group big"
+    assert biggest_held(reported, GroupFacts(column="tenant")) == "group s103"  # none listed: as reported
+    assert biggest_held("rate", held) == "rate"  # the workload's own limits are said as they are
+    shown = facts(overdue_waiting=40, queue_depth=20_036, limited_by="group big", groups=held)
+    assert waiting_reason(shown).startswith("limited by group big: 20,036 ids waiting, 26 of 26 groups")
 
 
 def test_dead_rows_are_not_reported_healthy():
