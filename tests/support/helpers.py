@@ -215,7 +215,8 @@ def fresh_status(settings: Workload, env: dict, timeout: float = 15) -> dict:
     try:
         wait_for(fresh, timeout, "`recheck status` to say fresh", interval=0.2)
     except TimeoutError as error:
-        waiting = {name: (w["overdue_1s"], w["overdue_waiting"]) for name, w in last["workloads"].items()}
+        shown = last.get("workloads", {})  # (none if status never printed its JSON: the error says why)
+        waiting = {name: (w["overdue_1s"], w["overdue_waiting"]) for name, w in shown.items()}
         raise AssertionError(f"{error}; (overdue 1 s, waiting) per workload: {waiting}; {last}") from None
     return last
 
