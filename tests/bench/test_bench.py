@@ -267,7 +267,7 @@ def test_settle_finishes_the_rehashing_a_bulk_write_leaves_and_changes_nothing(t
         server.stop()
 
 
-def test_the_group_ab_bench_times_each_versions_takes_and_acks_apart(settings, tmp_path):
+def test_the_group_ab_bench_times_each_versions_pushes_takes_and_acks_apart(settings, tmp_path):
     lua = REPO / "shared" / "redis" / "lua"
     before, after, same = tmp_path / "before", tmp_path / "after", tmp_path / "same"
     for folder in (before, after, same):
@@ -275,11 +275,39 @@ def test_the_group_ab_bench_times_each_versions_takes_and_acks_apart(settings, t
     for part in ("_take_groups.lua", "_group_release.lua"):  # another take and another ack script
         (after / part).write_text((after / part).read_text() + "-- after\n")
     times = groupab.run(before, after, groups=50, pairs=6, rows=8000, redis_url=settings.deployment.redis_url)
-    timed = (before, after, groupab.FLOOR)  # the floor beside the versions, its take and ack apart
-    assert sorted(times) == sorted((v, s) for v in timed for s in ("take_grouped", "ack"))
+    timed = (before, after, groupab.FLOOR)  # the floor beside the versions, its push, take and ack apart
+    assert sorted(times) == sorted((v, s) for v in timed for s in ("dispatch", "take_grouped", "ack"))
     assert all(len(calls) == 6 and min(calls) > 0 for calls in times.values()), times
     assert "-- after" not in script_source("take_grouped")  # the package's own scripts read again
-    with pytest.raises(SystemExit, match="the same take and ack scripts"):
+    with pytest.raises(SystemExit, match="the same scripts"):
         groupab.run(before, same, groups=50, pairs=1, rows=3000, redis_url=settings.deployment.redis_url)
     client = Redis.from_url(settings.deployment.redis_url)
     assert not client.keys("*bench*")  # nothing left behind
+
+
+def test_the_floors_push_serves_groups_in_turn_and_a_returning_group_waits_for_the_next_turn(settings):
+    """groupab's floor claims fair turns: a group's entries one per round of the groups, in its
+    order, and a group pushed while the take is past its turns joins at the turn reached (not
+    ahead of the others, not behind another group's backlog)."""
+    client = Redis.from_url(settings.deployment.redis_url)
+    keys = [f"{{test-floor}}:{name}" for name in groupab.Floor.KEYS]
+    client.delete(*keys)
+    script = client.register_script(groupab.FLOOR.read_text())
+
+    def push(*entries: str) -> int:
+        return script(keys=keys, args=["push", 1000, *entries])
+
+    def take(n: int) -> list[bytes]:
+        return script(keys=keys, args=["take", n])
+
+    try:
+        assert push("1:5:a", "2:5:a", "3:5:a", "4:5:a", "5:5:a", "6:5:b") == 6
+        assert push("1:5:a", "7:5:c") == 1  # id 1 in flight: the dedup leaves it out
+        assert sorted(take(3)) == [b"1:5:a", b"6:5:b", b"7:5:c"]  # turn 0: one entry of each group
+        assert take(2) == [b"2:5:a", b"3:5:a"]  # turns 1 and 2: only a waits
+        assert push("8:5:b", "9:5:b") == 2  # the take has reached turn 3: b's entries from there
+        later = take(4)  # (within a turn, the groups in no promised order)
+        assert sorted(later[:2]) == [b"4:5:a", b"8:5:b"] and sorted(later[2:]) == [b"5:5:a", b"9:5:b"]
+        assert script(keys=keys, args=["ack", b"1:5:a", b"2:5:a", b"99:5:a"]) == 2  # 99 never in flight
+    finally:
+        client.delete(*keys)
