@@ -6,7 +6,7 @@ per take and per acknowledgement, alternating turn by turn on the same data.
 Each DIR holds a copy of shared/redis/lua (`git archive <rev> shared/redis/lua | tar -x -C DIR`,
 or `cp -r`); the two must keep the same keys (a change to a script's work, not to the data it
 reads). A Redis of its own (the machine's redis-server) gets --rows entries spread evenly over
---groups groups, pushed through BEFORE's dispatch script. After a first take and ack of each
+--groups groups, pushed through BEFORE's dispatch script. After a first push, take and ack of each
 (not timed: the scripts loaded), --pairs times, each version in turn (the first alternating),
 the dispatcher pushes 500 new entries spread over the groups alike, and one worker takes 500 and
 acknowledges them, each through that version's scripts: what waits stays as it was. Each script
@@ -22,7 +22,7 @@ rounds minutes apart, which this machine's noise can swamp.
 The workload is `recheck bench --mode groups`'s: group_rate_limit and group_max_in_flight set
 high enough never to bind, so each limit's code runs.
 
-Then, in the same run and the same Redis, the floor: as many takes and acks of
+Then, in the same run and the same Redis, the floor: as many pushes, takes and acks of
 bench/rediscost/groupfloor.lua, the least work fair turns, exact per-group limits and the fenced
 ack need in the cheapest structure conceived so far (one sorted set of entries that carry their
 group), on the same entries, groups and in-flight ids; reported as a share of BEFORE's cost: what
