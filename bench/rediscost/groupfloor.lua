@@ -42,14 +42,20 @@ local function tally(entries)
   return order, count
 end
 
-if ARGV[1] == 'push' then
-  local scale, entries = tonumber(ARGV[2]), {unpack(ARGV, 3)}
+-- The entries' ids and due times, in order.
+local function ids_and_dues(entries)
   local ids, dues = {}, {}
   for i, entry in ipairs(entries) do
     local first = find(entry, ':', 1, true)
     ids[i] = sub(entry, 1, first - 1)
     dues[i] = sub(entry, first + 1, find(entry, ':', first + 1, true) - 1)
   end
+  return ids, dues
+end
+
+if ARGV[1] == 'push' then
+  local scale, entries = tonumber(ARGV[2]), {unpack(ARGV, 3)}
+  local ids, dues = ids_and_dues(entries)
   local held, fresh, pairs_ = redis.call('HMGET', KEYS[5], unpack(ids)), {}, {}
   for i, entry in ipairs(entries) do
     if not held[i] then
@@ -108,12 +114,7 @@ end
 local entries = {unpack(ARGV, 2)}
 if #entries == 0 then return 0 end
 redis.call('DEL', KEYS[4])  -- a batch worker's ack of everything it holds, as recheck's fast path
-local ids, dues = {}, {}
-for i, entry in ipairs(entries) do
-  local first = find(entry, ':', 1, true)
-  ids[i] = sub(entry, 1, first - 1)
-  dues[i] = sub(entry, first + 1, find(entry, ':', first + 1, true) - 1)
-end
+local ids, dues = ids_and_dues(entries)
 local current, released = redis.call('HMGET', KEYS[5], unpack(ids)), {}
 for i, id in ipairs(ids) do
   if current[i] == dues[i] then released[#released + 1] = id end
