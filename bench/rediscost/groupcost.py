@@ -194,7 +194,8 @@ def run_group_bench(
     say("redis CPU: a take and its ack; group state: the least of that exact per-group limits need")
     say("(bench/rediscost/groupstate.lua, for as many groups as one take touches); one zset: the same")
     say("takes and acks from one sorted set scored by each group's turn (bench/rediscost/groupzset.lua,")
-    say("a prototype); push/id: Redis CPU per id pushed; one thread: ids a second one Redis thread")
+    say("a prototype, its push not counted: bench/rediscost/groupab.py times a sorted set's push, dearer")
+    say("than the lists'); push/id: Redis CPU per id pushed; one thread: ids a second one Redis thread")
     say("could push, take and acknowledge for one grouped workload, fully busy with nothing else")
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"bench-groups-{time.strftime('%Y%m%d-%H%M%S')}.json"
