@@ -458,7 +458,7 @@ def test_a_groups_in_flight_limit_counts_calls_and_its_slots_serve_the_next_call
     for _ in range(3):
         procs.start("worker", settings, env=env)
     enough = 0.83 * 20 / 0.2
-    rate = counted_rate(counter, 6, enough, windows=3)  # the best of three: a neighbour slows one
+    rate = counted_rate(counter, 6, enough, windows=5)  # the best of five: a neighbour slows some
     print(
         f"group_max_in_flight 20: most at once {int(counter.get('test:most'))}, {rate:.1f} checks/s of 0.2 s"
     )
@@ -602,7 +602,8 @@ def test_a_weight_of_three_gets_three_times_the_calls_on_real_workers(
     def calls() -> dict[str, list[float]]:
         return calls_per_group(tmp_path, lambda key: "heavy" if key <= 20_000 else "light")
 
-    wait_for(lambda: len(calls().get("light", [])) >= 1000, 30, "checks under way")
+    # (a warm-up, not a speed: on a slow VM beside neighbours the workers ran 128 calls/s, not 800)
+    wait_for(lambda: len(calls().get("light", [])) >= 1000, 90, "checks under way")
     limits = redis_server.client()
     key = Keys.every_partition(settings)[0].groups_limits  # the leader's copy of the table
     wait_for(lambda: limits.exists(key), 15, "the leader's first copy of the group limits table")

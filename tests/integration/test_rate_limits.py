@@ -118,13 +118,14 @@ def test_max_in_flight_20_over_three_workers_counted_by_the_check(make_settings,
     for _ in range(3):
         procs.start("worker", settings, env=env)
     enough = 0.85 * 20 / 0.2
-    rate = counted_rate(counter, 6, enough, windows=3)
+    rate = counted_rate(counter, 6, enough, windows=5)
     print(f"max_in_flight 20: most at once {int(counter.get('test:most'))}, {rate:.1f} checks/s of 0.2 s")
     assert int(counter.get("test:most")) <= 20
     # The limit is used: a worker whose own check ends takes again at once (76-77/s of the 100/s
     # that 20 slots allow when it waited out its 50 ms retry instead, in every window, alone or
-    # beside two busy cores; 94-97/s with it). The best of three windows: a fresh-clone CI run
-    # read 79.7/s over one 10 s window once (2026-11-30), beside a neighbour this VM never showed.
+    # beside two busy cores; 94-97/s with it). The best of five windows: a fresh-clone CI run
+    # read 79.7/s over one 10 s window once (2026-11-30), beside a neighbour this VM never showed,
+    # and 83.5/s as the best of three on the slowest VM yet (2026-12-01).
     # counted_row connects to Redis per call, and that check's cost is what makes the retry show:
     # a check keeping one connection read 94.5/s with the retry and 96.6/s without.
     assert rate >= enough, rate
