@@ -28,6 +28,20 @@ def worker_bound(s) -> float:
     return s.deployment.heartbeat_ttl + s.deployment.heartbeat_interval + s.deployment.reclaim_interval + 1.0
 
 
+def killed_bound(cluster: Cluster) -> float:
+    """How late the ids a killed worker held may be checked: docs/guarantees.md's bound, plus how
+    late the victims' batches already were when they were killed (measured: carried_s), plus the
+    suite's slack for a loaded machine.
+
+    Judged on those ids only (Report.assert_invariants(of_killed_ids=True)): the other rows'
+    lateness is the deployment's capacity. A kill every second leaves one worker short most of the
+    time, and each restart's Python start-up (1.4 s of CPU on the slowest VM yet) competes for two
+    cores: there, on 2026-12-01, every row of the table ran 1.2-1.7 s late on average during the
+    kills while the killed workers' ids were checked 1.1-2.5 s after their lateness at the kill,
+    and a bound on every row (2026-11-29 to 12-01) failed CI at 8.66 s against 6.99."""
+    return worker_bound(cluster.settings) + cluster.carried_s + SCHEDULING_SLACK_S
+
+
 def test_workers_killed_again_and_again_during_batches(clusters):
     cluster = clusters
     # Checks cost 1 ms a row (0.2 s a batch), so workers are caught holding ids; 4 workers have
@@ -39,16 +53,8 @@ def test_workers_killed_again_and_again_during_batches(clusters):
         lost_batches += cluster.kill_worker_mid_batch()
         cluster.start_worker()  # what compose's restart policy or `recheck run` does
     report = cluster.finish(f"kill -9 of a random worker mid-batch x{kills}")
-    s = cluster.settings
     # Every id a killed worker held is checked again: that many duplicate checks, no more.
-    # Lateness: docs/guarantees.md's bound, plus how late a victim's batch already was when it was
-    # killed (measured), plus the suite's slack for a loaded machine: a kill every second leaves
-    # one worker short most of the time, and each restart's Python start-up competes for two
-    # cores (with ten kills, a CI runner with neighbours reached 3.91 s against a fixed 3.5 s that
-    # did not measure the batches' own lateness; 1.2-2.2 s on a quiet machine). Six kills since
-    # 2026-11-29: the same fault, four fewer seconds of it.
-    bound = worker_bound(s) + cluster.carried_s + SCHEDULING_SLACK_S
-    report.assert_invariants(bound_s=bound, max_duplicates=lost_batches)
+    report.assert_invariants(bound_s=killed_bound(cluster), max_duplicates=lost_batches, of_killed_ids=True)
     assert report.duplicates > 0  # the kills really landed mid-batch
 
 
