@@ -48,15 +48,17 @@ typecheck: $(BIN)/.installed
 docs: $(BIN)/.installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
-# Three parts: most tests in 4 processes (each with its own MariaDB and Redis; they mostly wait),
+# Four parts: most tests in 4 processes (each with its own MariaDB and Redis; they mostly wait),
 # then the timing-sensitive ones (chaos, and those marked serial) two at a time (they mostly wait
 # on time and servers, and keep their bounds with one other beside them, as beside a CPU hog),
-# then what users deploy (test-compose). Not beside the serial part: its image builds cost the
+# then the few marked alone one at a time (a rate compared with the same machine's a moment
+# before: a neighbour starting between the two skews it), then what users deploy (test-compose). Not beside the serial part: its image builds cost the
 # timing-sensitive tests their bounds on a VM half as fast (docs/development.md). `pytest` runs
 # all one at a time. --durations: the slowest tests in every log, to keep the suite's time in view.
 test: lint docs browser promtool podman
 	$(BIN)/pytest -q -n 4 -m "not serial and not containers" --durations=10
-	$(BIN)/pytest -q -n 2 -m "serial and not containers" --durations=15
+	$(BIN)/pytest -q -n 2 -m "serial and not alone and not containers" --durations=15
+	$(BIN)/pytest -q -m "alone and not containers" --durations=5
 	$(COMPOSE_TESTS)
 
 # The image from deploy/Dockerfile and both compose files, up for real on Podman (Debian's; no

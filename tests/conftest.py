@@ -30,13 +30,15 @@ SERIAL_LAYERS = ("chaos",)
 
 def pytest_collection_modifyitems(items):
     """Each test is marked by its folder: `-m unit`, `-m "not bench"` and so on select layers.
-    `make test` runs `-m "not serial"` in four processes, then `-m serial` in two, then
+    `make test` runs `-m "not serial"` in four processes, then `-m "serial and not alone"` in two,
+    then `-m alone` one at a time (alone implies serial), then
     `make test-compose` (tests/containers: Podman, images, compose) by itself."""
     for item in items:
         layer = item.path.parent.name
         if layer in LAYERS:
             item.add_marker(getattr(pytest.mark, layer))
-        if layer in SERIAL_LAYERS:  # bounds on lateness and rates: never beside the parallel part
+        # Bounds on lateness and rates: never beside the parallel part.
+        if layer in SERIAL_LAYERS or item.get_closest_marker("alone"):
             item.add_marker(pytest.mark.serial)
         if layer == "containers":  # image builds: 3 minutes on a slow VM; each step has its own timeout
             item.add_marker(pytest.mark.timeout(900))
