@@ -52,7 +52,8 @@ docs: $(BIN)/.installed
 # then the timing-sensitive ones (chaos, and those marked serial) two at a time (they mostly wait
 # on time and servers, and keep their bounds with one other beside them, as beside a CPU hog),
 # then the few marked alone one at a time (a rate compared with the same machine's a moment
-# before: a neighbour starting between the two skews it), then what users deploy (test-compose). Not beside the serial part: its image builds cost the
+# before, which a neighbour starting between the two skews, or a bound a slow VM keeps only
+# without a neighbour), then what users deploy (test-compose). Not beside the serial part: its image builds cost the
 # timing-sensitive tests their bounds on a VM half as fast (docs/development.md). `pytest` runs
 # all one at a time. --durations: the slowest tests in every log, to keep the suite's time in view.
 test: lint docs browser promtool podman

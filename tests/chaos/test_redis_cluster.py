@@ -80,6 +80,7 @@ def test_partitions_spread_over_every_master_and_survive_a_slot_moving(on_cluste
     report.assert_invariants(bound_s=s.deployment.sweep_grace + s.deployment.sweep_interval, max_duplicates=0)
 
 
+@pytest.mark.alone  # seven servers and five of recheck's processes: beside another test, 6.02 s for 5.40
 def test_workers_killed_on_a_cluster(on_cluster):
     cluster = on_cluster
     # As on one Redis: checks cost 1 ms a row, and 4 workers have twice the capacity needed.
