@@ -303,7 +303,9 @@ def test_now_on_100_000_ids_takes_seconds_and_keeps_the_queue_under_high_water(m
     started = time.monotonic()
     acted = client.now(range(1, 100_001))
     took = time.monotonic() - started
-    assert len(acted.done) == 100_000 and not acted.missing and took < 10, took
+    # Linear: 4.3 s alone on the slowest VM yet, 10.7 s there beside three other tests
+    # (2026-12-01); with a lookup per id it took more than 110 s.
+    assert len(acted.done) == 100_000 and not acted.missing and took < 30, took
     depths = []
     for _ in range(30):
         depths.append(store.queue_depth())
@@ -311,7 +313,7 @@ def test_now_on_100_000_ids_takes_seconds_and_keeps_the_queue_under_high_water(m
     print(f"now on 100,000 ids: {took:.1f} s; queue depth over 3 s: max {max(depths):,}")
     assert 15_000 <= max(depths) <= 22_000, depths  # up to high water and the asked ids' slack
     paused = client.pause(range(1, 100_001))
-    assert len(paused.done) == 100_000 and time.monotonic() - started < 30
+    assert len(paused.done) == 100_000 and time.monotonic() - started < 60
     client.close()
 
 
