@@ -12,6 +12,7 @@ import signal
 import time
 
 import pymysql
+import pytest
 
 from recheck.shared.core.entries import parse_entries
 from recheck.shared.outage import MAX_BACKOFF
@@ -42,6 +43,7 @@ def killed_bound(cluster: Cluster) -> float:
     return worker_bound(cluster.settings) + cluster.carried_s + SCHEDULING_SLACK_S
 
 
+@pytest.mark.alone  # beside another test on the slowest VM yet: the killed ids 7.63 s for 7.55 (2026-12-01)
 def test_workers_killed_again_and_again_during_batches(clusters):
     cluster = clusters
     # Checks cost 1 ms a row (0.2 s a batch), so workers are caught holding ids; 4 workers have
