@@ -14,16 +14,7 @@ import sys
 
 import pytest
 
-from tests.support.helpers import (
-    REPO,
-    docs_text,
-    fresh_status,
-    install_audit,
-    only_workload,
-    query,
-    recheck,
-    scalar,
-)
+from tests.support.helpers import REPO, docs_text, fresh_status, install_audit, query, recheck, scalar
 from tests.support.servers import wait_for
 
 pytestmark = pytest.mark.django
@@ -86,7 +77,7 @@ def test_django_keeps_working_and_recheck_keeps_every_user_fresh(make_settings, 
     assert float(late) < 1.0, late  # no user was checked late while Django worked
     # The audit above is the claim; status must agree, polled as one instant's verdict may catch
     # a row a moment past its second on a busy runner (fresh_status).
-    status = only_workload(json.dumps(fresh_status(settings, DJANGO_ENV)))
+    (status,) = fresh_status(settings, DJANGO_ENV)["workloads"].values()
     assert status["fresh"] and status["overdue_1s"] == 0, status
     # A Django save() leaves recheck's columns alone: the renamed users kept their counts.
     renamed = query(sql, "SELECT MIN(recheck_count) FROM auth_user WHERE first_name LIKE 'renamed %%'")
